@@ -1,0 +1,77 @@
+#pragma once
+// Paged MQA logits of the DeepSeek Sparse Attention indexer (CONTRACT sections 1, 2 and 5):
+//
+//   logits[r, s] = kv_scale[s] * sum_h w[r, h] * max(0, sum_d q[b, j, h, d] * k[s, d]),  r = b*next_n + j
+//
+// with the keys read from a paged FP8 KV cache through a block table.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flash_indexer/arch.hpp"
+#include "flash_indexer/tensor.hpp"
+
+struct CUstream_st;
+
+namespace flash_indexer {
+
+// The same type as CUstream and cudaStream_t.
+using Stream = CUstream_st*;
+
+enum class LogitsDType : std::uint8_t { f32, f16, bf16 };
+
+// One compiled kernel: everything that is a template argument of the device code.
+struct PagedMqaLogitsConfig {
+  int next_n = 1;       // 1..8
+  int heads = 64;       // 16, 32, 64
+  int head_dim = 128;   // 64, 128
+  int block_size = 64;  // 64
+  bool histogram = false;
+  LogitsDType logits = LogitsDType::f32;
+  Arch arch{9, 0, true};
+
+  // Canonical, readable key, e.g. paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a
+  std::string key() const;
+  // Inverse of key(); throws Error naming the part that does not parse or is out of range.
+  static PagedMqaLogitsConfig parse_key(std::string_view key);
+  // Throws Error when a field is outside what the kernels support.
+  void check_supported() const;
+
+  friend bool operator==(const PagedMqaLogitsConfig&, const PagedMqaLogitsConfig&) = default;
+};
+
+// Every configuration the library compiles for `arch` (the default warm manifest).
+std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch);
+
+struct PagedMqaLogitsOptions {
+  // Write -inf into the columns s >= len(r) of every row up to the logical width (CONTRACT 5).
+  // Without it those columns are left alone.
+  bool fill_masked = false;
+};
+
+// Tensor arguments (device memory; strides in elements):
+//   q             float8_e4m3 [B, next_n, H, D], contiguous, 16-byte aligned
+//   kv_cache      uint8 [num_blocks, block_size, 1, D + 4]; the dims after the first contiguous, the
+//                 block stride (bytes) >= block_size * (D + 4) and a multiple of 16; 16-byte aligned
+//   weights       float32 [B * next_n, H], contiguous
+//   context_lens  int32 [B] (length includes the draft tokens: token j sees L - next_n + j + 1 keys)
+//                 or int32 [B, next_n] (row b*next_n + j sees context_lens[b][j] keys), contiguous
+//   block_table   int32 [B, max_blocks], inner stride 1, row stride >= max_blocks
+//   logits        float32 / float16 / bfloat16 [B * next_n, width], inner stride 1, row stride >= width
+//
+// Lengths are clamped to [0, width]. A key whose block-table slot lies past max_blocks, or whose block
+// id lies outside [0, num_blocks), is never read: its logit is NaN (NaN is never selected downstream).
+//
+// Launches on `stream` (which must belong to the current CUDA context) without allocating, copying or
+// synchronizing, so it can be captured in a CUDA graph once the kernel is loaded: the first call for a
+// configuration compiles (or loads from the disk cache) and must not happen during stream capture.
+void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                      const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
+                      Stream stream, const PagedMqaLogitsOptions& options = {});
+
+// Loads (compiling on a cache miss) the kernel the op would launch for `config` in the current context,
+// so that a later call can be captured in a CUDA graph.
+void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config);
+
+}  // namespace flash_indexer

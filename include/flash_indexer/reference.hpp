@@ -1,0 +1,160 @@
+#pragma once
+// Plain CPU references of the kernels, for our tests and for users who check their integration.
+// Header-only and free of CUDA: everything here runs on the host, on host memory.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+
+namespace flash_indexer::reference {
+
+// ---- number formats -------------------------------------------------------------------------
+
+// FP8 E4M3 (OCP E4M3FN: no infinities; 0x7f / 0xff are NaN), exact.
+inline float fp8_e4m3_to_float(std::uint8_t byte) {
+  const int exponent = (byte >> 3) & 0xf;
+  const int mantissa = byte & 0x7;
+  float magnitude;
+  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0)
+    magnitude = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 * 2^-6
+  else
+    magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  return (byte & 0x80) ? -magnitude : magnitude;
+}
+
+// FP32 -> FP16 bits, round to nearest even; overflow gives infinity, NaN stays NaN.
+inline std::uint16_t float_to_f16_bits(float x) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t mag = bits & 0x7fffffffu;
+  if (mag > 0x7f800000u) return sign | 0x7e00u;   // NaN
+  if (mag >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity (ties to even)
+  if (mag < 0x38800000u) {                        // below 2^-14: FP16 subnormal or zero
+    // Scaling by 2^24 is exact; the integer part is the subnormal mantissa (0x400 is the first normal).
+    const float units = std::bit_cast<float>(mag) * 16777216.0f;
+    auto integer = static_cast<std::uint32_t>(units);
+    const float fraction = units - static_cast<float>(integer);
+    if (fraction > 0.5f || (fraction == 0.5f && (integer & 1u))) ++integer;
+    return static_cast<std::uint16_t>(sign | integer);
+  }
+  std::uint32_t half = (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3ffu);
+  const std::uint32_t rest = mag & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent: correct
+  return static_cast<std::uint16_t>(sign | half);
+}
+
+inline float f16_bits_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const int exponent = (h >> 10) & 0x1f;
+  const std::uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0) {
+    const float value = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -value : value;
+  }
+  return std::bit_cast<float>(sign | (static_cast<std::uint32_t>(exponent + 112) << 23) | (mantissa << 13));
+}
+
+// FP32 -> BF16 bits, round to nearest even; NaN stays NaN.
+inline std::uint16_t float_to_bf16_bits(float x) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+inline float bf16_bits_to_float(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+// The value a logit of dtype `t` holds after the FP32 score is stored (round to nearest even).
+inline float round_to(LogitsDType t, float x) {
+  switch (t) {
+    case LogitsDType::f16: return f16_bits_to_float(float_to_f16_bits(x));
+    case LogitsDType::bf16: return bf16_bits_to_float(float_to_bf16_bits(x));
+    case LogitsDType::f32: return x;
+  }
+  return x;
+}
+
+// ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
+
+// Host copies of the op's inputs, laid out exactly as on the device.
+struct PagedMqaLogitsInputs {
+  int batch = 0;
+  int next_n = 1;
+  int heads = 0;
+  int head_dim = 0;
+  int block_size = 64;
+  int num_blocks = 0;
+  std::int64_t kv_block_stride = 0;  // bytes
+  const std::uint8_t* q = nullptr;   // [B, next_n, H, D]
+  const std::uint8_t* kv_cache = nullptr;
+  const float* weights = nullptr;        // [B * next_n, H]
+  const std::int32_t* context_lens = nullptr;
+  bool lens_2d = true;                   // [B, next_n] or [B]
+  const std::int32_t* block_table = nullptr;
+  std::int64_t block_table_stride = 0;   // elements
+  int max_blocks = 0;
+  std::int64_t width = 0;
+};
+
+// Number of keys row r = b * next_n + j sees (CONTRACT 1), clamped to [0, width] as the kernel does.
+inline std::int64_t row_length(const PagedMqaLogitsInputs& in, int b, int j) {
+  std::int64_t len = in.lens_2d ? in.context_lens[static_cast<std::int64_t>(b) * in.next_n + j]
+                                : static_cast<std::int64_t>(in.context_lens[b]) - in.next_n + j + 1;
+  if (len < 0) len = 0;
+  if (len > in.width) len = in.width;
+  return len;
+}
+
+// logits[r * width + s] in double precision from the dequantized inputs. Columns s >= len(r) hold -inf
+// (what fill_masked writes); a key without a valid block (slot past max_blocks, id outside the cache)
+// is NaN, as the kernel writes it.
+// `magnitude`, when given, receives kv_scale * sum_h |w| * sum_d |q * k| per logit: a bound on every
+// partial sum, so FP32 rounding error of any summation order is at most (H + D) * 2^-24 times it.
+inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std::vector<double>* magnitude = nullptr) {
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * in.next_n;
+  std::vector<double> out(static_cast<std::size_t>(rows * in.width), -std::numeric_limits<double>::infinity());
+  std::vector<double> query(static_cast<std::size_t>(in.heads) * in.head_dim);
+  if (magnitude != nullptr) magnitude->assign(out.size(), 0.0);
+  for (int b = 0; b < in.batch; ++b) {
+    for (int j = 0; j < in.next_n; ++j) {
+      const std::int64_t r = static_cast<std::int64_t>(b) * in.next_n + j;
+      for (std::size_t i = 0; i < query.size(); ++i) query[i] = fp8_e4m3_to_float(in.q[r * query.size() + i]);
+      const std::int64_t len = row_length(in, b, j);
+      for (std::int64_t s = 0; s < len; ++s) {
+        const std::int64_t slot = s / in.block_size;
+        const std::int64_t block_id = slot < in.max_blocks ? in.block_table[b * in.block_table_stride + slot] : -1;
+        double& result = out[static_cast<std::size_t>(r * in.width + s)];
+        if (block_id < 0 || block_id >= in.num_blocks) {
+          result = std::numeric_limits<double>::quiet_NaN();
+          continue;
+        }
+        const std::uint8_t* block = in.kv_cache + block_id * in.kv_block_stride;
+        const std::uint8_t* key = block + (s % in.block_size) * in.head_dim;
+        float scale;
+        std::memcpy(&scale, block + in.block_size * in.head_dim + (s % in.block_size) * 4, sizeof scale);
+        double sum = 0.0, bound = 0.0;
+        for (int h = 0; h < in.heads; ++h) {
+          double dot = 0.0, dot_bound = 0.0;
+          for (int d = 0; d < in.head_dim; ++d) {
+            const double product = query[h * in.head_dim + d] * fp8_e4m3_to_float(key[d]);
+            dot += product;
+            dot_bound += std::fabs(product);
+          }
+          const double w = in.weights[r * in.heads + h];
+          sum += w * std::fmax(dot, 0.0);  // fmax: a NaN dot (NaN in q or k) counts as 0, as fmaxf does
+          bound += std::fabs(w) * dot_bound;
+        }
+        result = sum * scale;
+        if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(r * in.width + s)] = bound * scale;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace flash_indexer::reference

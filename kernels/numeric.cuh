@@ -1,0 +1,52 @@
+#pragma once
+// Number formats on the device, written out so that NVRTC needs no CUDA include directory.
+// FP8 E4M3 (OCP "E4M3FN": no infinities, S.1111.111 is NaN) is decoded in software so the same code
+// runs on sm_80; FP16/BF16 stores round to nearest even with the PTX cvt instructions.
+
+namespace flash_indexer {
+namespace kernels {
+
+enum class LogitsOut : int { f32 = 0, f16 = 1, bf16 = 2 };
+
+// Exact: every E4M3 value is an FP32 value. The 7 magnitude bits shifted into an FP32 exponent/
+// mantissa position give the value times 2^-120 (subnormals included), so one multiply rescales it.
+__device__ __forceinline__ float fp8_e4m3_to_float(unsigned int byte) {
+  const unsigned int mag = byte & 0x7fu;
+  const float value = __uint_as_float(mag << 20) * 1.329227995784916e36f;  // 2^120
+  if (mag == 0x7fu) return __uint_as_float(0x7fc00000u);
+  return (byte & 0x80u) ? -value : value;
+}
+
+template <LogitsOut kOut>
+struct LogitsStore;
+
+template <>
+struct LogitsStore<LogitsOut::f32> {
+  __device__ __forceinline__ static void store(void* base, long long index, float x) {
+    static_cast<float*>(base)[index] = x;
+  }
+};
+
+template <>
+struct LogitsStore<LogitsOut::f16> {
+  __device__ __forceinline__ static void store(void* base, long long index, float x) {
+    unsigned short bits;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(x));
+    static_cast<unsigned short*>(base)[index] = bits;
+  }
+};
+
+template <>
+struct LogitsStore<LogitsOut::bf16> {
+  __device__ __forceinline__ static void store(void* base, long long index, float x) {
+    unsigned short bits;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
+    static_cast<unsigned short*>(base)[index] = bits;
+  }
+};
+
+__device__ __forceinline__ float negative_infinity() { return __uint_as_float(0xff800000u); }
+__device__ __forceinline__ float quiet_nan() { return __uint_as_float(0x7fc00000u); }
+
+}  // namespace kernels
+}  // namespace flash_indexer

@@ -1,0 +1,146 @@
+#pragma once
+// Portable paged MQA logits (any GPU sm_80 or newer): exact FP32 arithmetic on dequantized FP8,
+// written for clarity, not speed. One CTA handles one KV block (block_size keys) of one request for
+// all of its next_n query rows, so the block is read once per request.
+//
+// Thread t works on key (t % block_size) and the heads h = t / block_size, + kHeadGroups, ...; the
+// per-group partial sums are added in a fixed order, so results are bitwise deterministic.
+#include "numeric.cuh"
+#include "paged_mqa_logits_params.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+// The layout portable_smem_bytes() sizes.
+template <int kHeads, int kHeadDim, int kBlockSize>
+struct PortableSmem {
+  static constexpr int kKeyStride = kHeadDim + 1;
+  static constexpr int kHeadGroups = kPortableThreads / kBlockSize;
+  static constexpr int kKeyFloats = kBlockSize * kKeyStride;
+  static constexpr int kQueryFloats = kHeads * kHeadDim;
+};
+
+// Length of query row j of request b (CONTRACT 1), clamped to [0, width].
+template <int kNextN>
+__device__ __forceinline__ int row_length(const PagedMqaLogitsParams& p, int b, int j) {
+  long long len = p.lens_2d ? p.context_lens[b * kNextN + j]
+                            : static_cast<long long>(p.context_lens[b]) - kNextN + j + 1;
+  if (len < 0) len = 0;
+  if (len > p.width) len = p.width;
+  return static_cast<int>(len);
+}
+
+template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, LogitsOut kOut>
+__device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
+  static_assert(kPortableThreads % kBlockSize == 0, "block size must divide the CTA");
+  static_assert((kHeadDim % 16) == 0 && (kHeads * kHeadDim) % 16 == 0, "16-byte vector loads");
+  using Smem = PortableSmem<kHeads, kHeadDim, kBlockSize>;
+  using Store = LogitsStore<kOut>;
+
+  extern __shared__ float smem[];
+  float* key_s = smem;                          // [kBlockSize][kKeyStride]
+  float* query_s = key_s + Smem::kKeyFloats;    // [kHeads][kHeadDim]
+  float* weight_s = query_s + Smem::kQueryFloats;  // [kHeads]
+  float* scale_s = weight_s + kHeads;           // [kBlockSize]
+  float* partial_s = scale_s + kBlockSize;      // [kHeadGroups][kBlockSize]
+
+  const int tid = threadIdx.x;
+  const int b = blockIdx.y;
+  const int block_index = blockIdx.x;
+  const int s0 = block_index * kBlockSize;
+  const int columns = min(kBlockSize, p.width - s0);
+
+  int max_len = 0;
+#pragma unroll
+  for (int j = 0; j < kNextN; ++j) max_len = max(max_len, row_length<kNextN>(p, b, j));
+
+  if (s0 >= max_len) {
+    if (p.fill_masked) {
+      for (int i = tid; i < kNextN * columns; i += kPortableThreads) {
+        const long long row = static_cast<long long>(b) * kNextN + i / columns;
+        Store::store(p.logits, row * p.logits_stride + s0 + i % columns, negative_infinity());
+      }
+    }
+    return;
+  }
+
+  // A slot past the table or an id outside the cache is never dereferenced (its logits become NaN).
+  const int block_id = block_index < p.max_blocks
+                           ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index]
+                           : -1;
+  const bool block_valid = block_id >= 0 && block_id < p.num_blocks;
+
+  if (block_valid) {
+    const unsigned char* block = p.kv_cache + static_cast<long long>(block_id) * p.kv_block_stride;
+    constexpr int kChunks = kBlockSize * kHeadDim / 16;
+    for (int c = tid; c < kChunks; c += kPortableThreads) {
+      const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
+      const int key = (c * 16) / kHeadDim;
+      const int dim = (c * 16) % kHeadDim;
+      const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        key_s[key * Smem::kKeyStride + dim + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+    }
+    const float* scales = reinterpret_cast<const float*>(block + kBlockSize * kHeadDim);
+    for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = scales[i];
+  }
+
+  const int key = tid % kBlockSize;
+  const int group = tid / kBlockSize;
+  for (int j = 0; j < kNextN; ++j) {
+    const int len = row_length<kNextN>(p, b, j);
+    const long long row = static_cast<long long>(b) * kNextN + j;
+    if (s0 >= len) {
+      if (p.fill_masked)
+        for (int i = tid; i < columns; i += kPortableThreads)
+          Store::store(p.logits, row * p.logits_stride + s0 + i, negative_infinity());
+      continue;
+    }
+
+    __syncthreads();  // the previous row is done with query_s / weight_s / partial_s
+    if (block_valid) {
+      const unsigned char* q = p.q + row * (kHeads * kHeadDim);
+      constexpr int kChunks = kHeads * kHeadDim / 16;
+      for (int c = tid; c < kChunks; c += kPortableThreads) {
+        const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
+        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 16; ++i) query_s[c * 16 + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+      }
+      for (int h = tid; h < kHeads; h += kPortableThreads) weight_s[h] = p.weights[row * kHeads + h];
+    }
+    __syncthreads();
+
+    if (block_valid) {
+      float acc = 0.0f;
+      for (int h = group; h < kHeads; h += Smem::kHeadGroups) {
+        float dot = 0.0f;
+#pragma unroll 16
+        for (int d = 0; d < kHeadDim; ++d) dot = fmaf(query_s[h * kHeadDim + d], key_s[key * Smem::kKeyStride + d], dot);
+        acc = fmaf(fmaxf(dot, 0.0f), weight_s[h], acc);
+      }
+      partial_s[group * kBlockSize + key] = acc;
+    }
+    __syncthreads();
+
+    for (int i = tid; i < columns; i += kPortableThreads) {
+      float value;
+      if (s0 + i >= len) {
+        if (!p.fill_masked) continue;
+        value = negative_infinity();
+      } else if (!block_valid) {
+        value = quiet_nan();
+      } else {
+        float sum = 0.0f;
+#pragma unroll
+        for (int g = 0; g < Smem::kHeadGroups; ++g) sum += partial_s[g * kBlockSize + i];
+        value = sum * scale_s[i];
+      }
+      Store::store(p.logits, row * p.logits_stride + s0 + i, value);
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer

@@ -1,0 +1,83 @@
+#include "kernel_registry.hpp"
+
+#include <fmt/format.h>
+
+#include "disk_cache.hpp"
+#include "flash_indexer/error.hpp"
+
+namespace flash_indexer {
+
+LoadedKernel load_kernel(const KernelSpec& spec) {
+  const driver::Api& cu = driver::api();
+  const DiskCache cache = current_disk_cache();
+  CachedCubin cached = cache.get_or_compile(spec);
+
+  LoadedKernel kernel;
+  kernel.key = spec.key;
+  kernel.threads = spec.threads;
+  kernel.smem_bytes = spec.smem_bytes;
+  CUresult loaded = cu.cuModuleLoadData(&kernel.module, cached.cubin.data());
+  if (loaded != CUDA_SUCCESS && cached.outcome == CacheOutcome::hit) {
+    const char* name = nullptr;
+    cu.cuGetErrorName(loaded, &name);
+    cache.discard(spec, fmt::format("cuModuleLoadData failed: {}", name ? name : "unknown error"));
+    cached = cache.get_or_compile(spec);
+    loaded = cu.cuModuleLoadData(&kernel.module, cached.cubin.data());
+  }
+  driver::check(loaded, "cuModuleLoadData", spec.key);
+  FI_CU(cuModuleGetFunction, spec.key, &kernel.function, kernel.module, spec.entry.c_str());
+  FI_CU(cuFuncSetAttribute, spec.key, kernel.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        static_cast<int>(spec.smem_bytes));
+  int max_threads = 0;  // also forces a lazily loaded function to load now, outside any capture
+  FI_CU(cuFuncGetAttribute, spec.key, &max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);
+  if (max_threads < static_cast<int>(spec.threads))
+    throw Error(fmt::format("kernel {} can run at most {} threads per CTA on this device, it needs {}", spec.key,
+                            max_threads, spec.threads));
+  return kernel;
+}
+
+void require_not_capturing(CUstream stream, const std::string& key) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  FI_CU(cuStreamIsCapturing, key, stream, &status);
+  if (status != CU_STREAM_CAPTURE_STATUS_NONE)
+    throw Error(fmt::format("kernel {} is not loaded yet and the stream is capturing a CUDA graph; loading a "
+                            "module during capture is not allowed: warm the kernel first (call the op once, or "
+                            "its warm_* function, before capture)",
+                            key));
+}
+
+void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
+                   void** args) {
+  CUlaunchConfig config{};
+  config.gridDimX = grid_x;
+  config.gridDimY = grid_y;
+  config.gridDimZ = grid_z;
+  config.blockDimX = kernel.threads;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = kernel.smem_bytes;
+  config.hStream = stream;
+  FI_CU(cuLaunchKernelEx, kernel.key, &config, kernel.function, args, nullptr);
+}
+
+CUcontext current_context(std::string_view op) {
+  CUcontext context = nullptr;
+  FI_CU(cuCtxGetCurrent, op, &context);
+  if (context == nullptr)
+    throw Error(fmt::format("{}: no current CUDA context (call cudaSetDevice, or make a context current, first)", op));
+  return context;
+}
+
+Arch current_device_arch() {
+  CUdevice device = 0;
+  FI_CU(cuCtxGetDevice, "current_device_arch", &device);
+  int major = 0, minor = 0;
+  FI_CU(cuDeviceGetAttribute, "current_device_arch", &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  FI_CU(cuDeviceGetAttribute, "current_device_arch", &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  if (major < 8)
+    throw Error(fmt::format("the current GPU has compute capability {}.{}; flash_indexer needs 8.0 or newer", major,
+                            minor));
+  return Arch::for_compute_capability(major, minor);
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,93 @@
+#pragma once
+// Loaded kernels, per (configuration, CUDA context): the launch path looks a kernel up without
+// allocating; the first call for a configuration compiles or reads the disk cache and loads the
+// module, once, however many threads ask at the same time.
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "driver.hpp"
+#include "kernel_spec.hpp"
+
+namespace flash_indexer {
+
+struct LoadedKernel {
+  std::string key;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  unsigned threads = 0;
+  unsigned smem_bytes = 0;
+};
+
+// Loads spec in the current context (disk cache -> NVRTC on a miss -> cuModuleLoadData), sets the
+// dynamic shared memory limit once. A cached CUBIN the driver refuses is discarded and rebuilt once.
+LoadedKernel load_kernel(const KernelSpec& spec);
+
+// Throws Error when `stream` is capturing: loading a module then would invalidate the capture.
+void require_not_capturing(CUstream stream, const std::string& key);
+
+// Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses.
+void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
+                   void** args);
+
+// Config must be equality-comparable and hashable by Hash. Entries live for the whole process
+// (modules are never unloaded: kernels may still run when static destructors do).
+template <class Config, class Hash>
+class KernelRegistry {
+ public:
+  // make_spec() is called only on a miss, to build the spec of `config` for the current device.
+  const LoadedKernel& get(CUcontext context, const Config& config, CUstream stream,
+                          const std::function<KernelSpec()>& make_spec) {
+    const Key key{context, config};
+    Slot* slot = nullptr;
+    {
+      std::shared_lock lock(mutex_);
+      if (auto it = slots_.find(key); it != slots_.end()) slot = it->second.get();
+    }
+    if (slot != nullptr)
+      if (const LoadedKernel* ready = slot->ready.load(std::memory_order_acquire)) return *ready;
+    {
+      std::unique_lock lock(mutex_);
+      auto& owned = slots_[key];
+      if (!owned) owned = std::make_unique<Slot>();
+      slot = owned.get();
+    }
+    std::lock_guard slot_lock(slot->mutex);  // concurrent first calls: one loads, the others wait
+    if (const LoadedKernel* ready = slot->ready.load(std::memory_order_acquire)) return *ready;
+    KernelSpec spec = make_spec();
+    require_not_capturing(stream, spec.key);
+    slot->kernel = std::make_unique<LoadedKernel>(load_kernel(spec));
+    slot->ready.store(slot->kernel.get(), std::memory_order_release);
+    return *slot->kernel;
+  }
+
+ private:
+  struct Key {
+    CUcontext context;
+    Config config;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return Hash{}(k.config) * 31 + std::hash<const void*>{}(k.context);
+    }
+  };
+  struct Slot {
+    std::mutex mutex;
+    std::atomic<const LoadedKernel*> ready{nullptr};
+    std::unique_ptr<LoadedKernel> kernel;
+  };
+
+  std::shared_mutex mutex_;
+  std::unordered_map<Key, std::unique_ptr<Slot>, KeyHash> slots_;
+};
+
+// The current CUDA context and the target the JIT compiles for on its device.
+CUcontext current_context(std::string_view op);
+Arch current_device_arch();
+
+}  // namespace flash_indexer

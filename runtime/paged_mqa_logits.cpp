@@ -1,0 +1,241 @@
+// Paged MQA logits: configuration keys, codegen, argument validation and the launch.
+#include "flash_indexer/paged_mqa_logits.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+#include <climits>
+
+#include "../kernels/paged_mqa_logits_params.cuh"
+#include "flash_indexer/error.hpp"
+#include "kernel_registry.hpp"
+#include "paged_mqa_logits_kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace flash_indexer {
+namespace {
+
+constexpr std::string_view kOp = "paged_mqa_logits";
+
+const char* logits_name(LogitsDType t) {
+  switch (t) {
+    case LogitsDType::f32: return "f32";
+    case LogitsDType::f16: return "f16";
+    case LogitsDType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+int parse_int_after(std::string_view part, std::string_view prefix, std::string_view key) {
+  int value = 0;
+  if (part.starts_with(prefix)) {
+    const std::string_view digits = part.substr(prefix.size());
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty()) return value;
+  }
+  throw Error(fmt::format("kernel key \"{}\": expected \"{}<number>\", got \"{}\"", key, prefix, part));
+}
+
+// The hot-path registry key: the configuration without the arch (the context determines it).
+struct ConfigHash {
+  std::size_t operator()(const PagedMqaLogitsConfig& c) const {
+    return ((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
+            static_cast<std::size_t>(c.logits)) * 2 + c.histogram;
+  }
+};
+
+KernelRegistry<PagedMqaLogitsConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<PagedMqaLogitsConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(PagedMqaLogitsConfig config, CUstream stream) {
+  config.arch = Arch{};
+  const CUcontext context = current_context(kOp);
+  return registry().get(context, config, stream, [&] {
+    PagedMqaLogitsConfig full = config;
+    full.arch = current_device_arch();
+    return paged_mqa_logits_kernel_spec(full);
+  });
+}
+
+struct Launch {
+  PagedMqaLogitsConfig config;
+  kernels::PagedMqaLogitsParams params{};
+  unsigned grid_x = 0;
+  unsigned grid_y = 0;
+};
+
+// Every argument check of the op, in one place.
+Launch validate(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
+                const PagedMqaLogitsOptions& options) {
+  Launch l;
+  TensorChecks qc(kOp, "q", q);
+  qc.dtype({DType::fp8_e4m3}).rank({4}).contiguous().not_null().aligned(16);
+  const std::int64_t batch = q.shape[0];
+  l.config.next_n = static_cast<int>(q.shape[1]);
+  l.config.heads = static_cast<int>(q.shape[2]);
+  l.config.head_dim = static_cast<int>(q.shape[3]);
+  if (batch < 0 || batch > 65535) qc.fail("batch size q.shape[0] in 0..65535", std::to_string(batch));
+  if (q.shape[1] < 1 || q.shape[1] > 8) qc.fail("next_n = q.shape[1] in 1..8", std::to_string(q.shape[1]));
+  if (q.shape[2] != 16 && q.shape[2] != 32 && q.shape[2] != 64)
+    qc.fail("heads = q.shape[2] in {16, 32, 64}", std::to_string(q.shape[2]));
+  if (q.shape[3] != 64 && q.shape[3] != 128) qc.fail("head_dim = q.shape[3] in {64, 128}", std::to_string(q.shape[3]));
+  const std::int64_t next_n = l.config.next_n, heads = l.config.heads, head_dim = l.config.head_dim;
+  const std::int64_t rows = batch * next_n;
+
+  TensorChecks kc(kOp, "kv_cache", kv_cache);
+  kc.dtype({DType::u8, DType::fp8_e4m3}).rank({4}).not_null().aligned(16);
+  if (kv_cache.shape[1] != 64) kc.fail("block_size = kv_cache.shape[1] = 64", std::to_string(kv_cache.shape[1]));
+  l.config.block_size = 64;
+  const std::int64_t token_bytes = head_dim + 4;
+  kc.dim(2, 1, "one KV head").dim(3, token_bytes, "head_dim FP8 bytes + one FP32 scale per token");
+  kc.stride(3, 1).stride(2, token_bytes).stride(1, token_bytes);
+  const std::int64_t num_blocks = kv_cache.shape[0], block_stride = kv_cache.strides[0];
+  if (num_blocks < 0 || num_blocks > INT_MAX) kc.fail("num_blocks in 0..2^31-1", std::to_string(num_blocks));
+  if (num_blocks > 1 && (block_stride < 64 * token_bytes || block_stride % 16 != 0))
+    kc.fail(fmt::format("a block stride >= {} bytes and a multiple of 16", 64 * token_bytes), std::to_string(block_stride));
+
+  TensorChecks wc(kOp, "weights", weights);
+  wc.dtype({DType::f32}).rank({2}).dim(0, rows, "B * next_n").dim(1, heads, "heads").contiguous().not_null().aligned(4);
+
+  TensorChecks lc(kOp, "context_lens", context_lens);
+  lc.dtype({DType::i32}).rank({1, 2}).dim(0, batch, "B").contiguous().not_null().aligned(4);
+  if (context_lens.rank == 2) lc.dim(1, next_n, "next_n");
+
+  TensorChecks bc(kOp, "block_table", block_table);
+  bc.dtype({DType::i32}).rank({2}).dim(0, batch, "B").stride(1, 1).not_null().aligned(4);
+  const std::int64_t max_blocks = block_table.shape[1];
+  if (max_blocks < 0 || max_blocks > INT_MAX) bc.fail("max_blocks in 0..2^31-1", std::to_string(max_blocks));
+  if (batch > 1 && block_table.strides[0] < max_blocks)
+    bc.fail(fmt::format("a row stride >= max_blocks = {}", max_blocks), std::to_string(block_table.strides[0]));
+
+  TensorChecks oc(kOp, "logits", logits);
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).dim(0, rows, "B * next_n").stride(1, 1).not_null().aligned(16);
+  const std::int64_t width = logits.shape[1];
+  if (width < 0 || width > INT_MAX - 64) oc.fail("a width in 0..2^31-65", std::to_string(width));
+  if (rows > 1 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
+  l.config.logits = logits.dtype == DType::f32 ? LogitsDType::f32
+                    : logits.dtype == DType::f16 ? LogitsDType::f16
+                                                 : LogitsDType::bf16;
+
+  auto& p = l.params;
+  p.q = static_cast<const unsigned char*>(q.data);
+  p.kv_cache = static_cast<const unsigned char*>(kv_cache.data);
+  p.weights = static_cast<const float*>(weights.data);
+  p.context_lens = static_cast<const int*>(context_lens.data);
+  p.block_table = static_cast<const int*>(block_table.data);
+  p.logits = logits.data;
+  p.kv_block_stride = block_stride;
+  p.block_table_stride = block_table.strides[0];
+  p.logits_stride = logits.strides[0];
+  p.batch = static_cast<int>(batch);
+  p.num_blocks = static_cast<int>(num_blocks);
+  p.max_blocks = static_cast<int>(max_blocks);
+  p.width = static_cast<int>(width);
+  p.lens_2d = context_lens.rank == 2;
+  p.fill_masked = options.fill_masked;
+  l.grid_x = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
+  l.grid_y = static_cast<unsigned>(batch);
+  return l;
+}
+
+}  // namespace
+
+std::string PagedMqaLogitsConfig::key() const {
+  return fmt::format("paged_mqa_logits.portable.n{}.h{}.d{}.bs{}.hist{}.out-{}.kv-fp8.{}", next_n, heads, head_dim,
+                     block_size, histogram ? 1 : 0, logits_name(logits), arch.name());
+}
+
+PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    if (dot == std::string_view::npos) break;
+    start = dot + 1;
+  }
+  if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || parts[1] != "portable" || parts[8] != "kv-fp8")
+    throw Error(fmt::format("kernel key \"{}\": expected paged_mqa_logits.portable.n<next_n>.h<heads>.d<head_dim>."
+                            "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
+                            key));
+  PagedMqaLogitsConfig c;
+  c.next_n = parse_int_after(parts[2], "n", key);
+  c.heads = parse_int_after(parts[3], "h", key);
+  c.head_dim = parse_int_after(parts[4], "d", key);
+  c.block_size = parse_int_after(parts[5], "bs", key);
+  const int hist = parse_int_after(parts[6], "hist", key);
+  if (hist != 0 && hist != 1) throw Error(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
+  c.histogram = hist == 1;
+  if (parts[7] == "out-f32") c.logits = LogitsDType::f32;
+  else if (parts[7] == "out-f16") c.logits = LogitsDType::f16;
+  else if (parts[7] == "out-bf16") c.logits = LogitsDType::bf16;
+  else throw Error(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
+  c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
+  c.check_supported();
+  return c;
+}
+
+void PagedMqaLogitsConfig::check_supported() const {
+  auto fail = [&](std::string_view what, int got) {
+    throw Error(fmt::format("paged_mqa_logits configuration {}: expected {}, got {}", key(), what, got));
+  };
+  if (next_n < 1 || next_n > 8) fail("next_n in 1..8", next_n);
+  if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
+  if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
+  if (block_size != 64) fail("block_size 64", block_size);
+  if (histogram) fail("hist0 (the fused histogram is not built yet)", 1);
+  if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+}
+
+std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch) {
+  std::vector<PagedMqaLogitsConfig> configs;
+  for (int next_n = 1; next_n <= 8; ++next_n)
+    for (int heads : {16, 32, 64})
+      for (int head_dim : {64, 128})
+        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+          configs.push_back({next_n, heads, head_dim, 64, false, logits, arch});
+  return configs;
+}
+
+KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& c) {
+  c.check_supported();
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = "fi_" + spec.key;
+  for (char& ch : spec.entry)
+    if (ch == '.' || ch == '-') ch = '_';
+  spec.threads = kernels::kPortableThreads;
+  spec.smem_bytes = static_cast<unsigned>(kernels::portable_smem_bytes(c.heads, c.head_dim, c.block_size));
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"paged_mqa_logits_portable.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
+      "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+      fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
+      fmt::arg("out", logits_name(c.logits)));
+  spec.config = {{"kind", "paged_mqa_logits"}, {"variant", "portable"}, {"next_n", c.next_n},
+                 {"heads", c.heads},           {"head_dim", c.head_dim},  {"block_size", c.block_size},
+                 {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", "fp8"},
+                 {"arch", c.arch.name()}};
+  return spec;
+}
+
+void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                      const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
+                      Stream stream, const PagedMqaLogitsOptions& options) {
+  Launch l = validate(q, kv_cache, weights, context_lens, block_table, logits, options);
+  if (l.grid_x == 0 || l.grid_y == 0) return;  // nothing to write
+  const LoadedKernel& kernel = loaded_kernel(l.config, stream);
+  void* args[] = {&l.params};
+  launch_kernel(kernel, l.grid_x, l.grid_y, 1, stream, args);
+}
+
+void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) { loaded_kernel(config, nullptr); }
+
+}  // namespace flash_indexer

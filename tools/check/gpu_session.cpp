@@ -1,0 +1,55 @@
+#include "gpu_session.hpp"
+
+#include <algorithm>
+
+namespace flash_indexer::check {
+
+GpuSession::GpuSession() {
+  FI_CU(cuDeviceGet, "GpuSession", &device_, 0);
+  FI_CU(cuDevicePrimaryCtxRetain, "GpuSession", &context_, device_);
+  FI_CU(cuCtxSetCurrent, "GpuSession", context_);
+  FI_CU(cuStreamCreate, "GpuSession", &stream_, CU_STREAM_NON_BLOCKING);
+}
+
+GpuSession::~GpuSession() {
+  const auto& cu = driver::api();
+  if (stream_ != nullptr) cu.cuStreamDestroy(stream_);
+  if (context_ != nullptr) cu.cuDevicePrimaryCtxRelease(device_);
+}
+
+void GpuSession::synchronize() const { FI_CU(cuStreamSynchronize, "GpuSession", stream_); }
+
+std::string GpuSession::device_name() const {
+  char name[256] = {};
+  FI_CU(cuDeviceGetName, "GpuSession", name, sizeof name, device_);
+  return name;
+}
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) { FI_CU(cuMemAlloc, "DeviceBuffer", &ptr_, std::max<std::size_t>(bytes, 1)); }
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_ != 0) driver::api().cuMemFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+  if (this != &other) {
+    if (ptr_ != 0) driver::api().cuMemFree(ptr_);
+    ptr_ = other.ptr_;
+    bytes_ = other.bytes_;
+    other.ptr_ = 0;
+    other.bytes_ = 0;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset) {
+  FI_CU(cuMemcpyHtoD, "DeviceBuffer::upload", ptr_ + offset, host, bytes);
+}
+
+void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
+  FI_CU(cuMemcpyDtoH, "DeviceBuffer::download", host, ptr_ + offset, bytes);
+}
+
+void DeviceBuffer::fill(std::uint8_t byte) { FI_CU(cuMemsetD8, "DeviceBuffer::fill", ptr_, byte, bytes_); }
+
+}  // namespace flash_indexer::check

@@ -1,0 +1,251 @@
+#include "logits_check.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace flash_indexer::check {
+namespace {
+
+std::size_t logit_bytes(LogitsDType t) { return t == LogitsDType::f32 ? 4 : 2; }
+
+DType logits_dtype(LogitsDType t) {
+  return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16;
+}
+
+// The finite E4M3 values in ascending order with their bytes, for nearest-value quantization.
+struct Fp8Table {
+  std::vector<std::pair<float, std::uint8_t>> values;
+  Fp8Table() {
+    for (int b = 0; b < 256; ++b) {
+      const float v = reference::fp8_e4m3_to_float(static_cast<std::uint8_t>(b));
+      if (!std::isnan(v) && b != 0x80) values.emplace_back(v, static_cast<std::uint8_t>(b));  // 0x80: -0
+    }
+    std::sort(values.begin(), values.end());
+  }
+  std::uint8_t quantize(float x) const {
+    auto it = std::lower_bound(values.begin(), values.end(), std::make_pair(x, std::uint8_t{0}));
+    if (it == values.end()) return values.back().second;
+    if (it == values.begin()) return it->second;
+    auto below = std::prev(it);
+    return (x - below->first <= it->first - x) ? below->second : it->second;
+  }
+};
+
+const Fp8Table& fp8_table() {
+  static const Fp8Table t;
+  return t;
+}
+
+double read_logit(const std::vector<std::uint8_t>& bytes, std::size_t index, LogitsDType t) {
+  if (t == LogitsDType::f32) {
+    float v;
+    std::memcpy(&v, bytes.data() + index * 4, 4);
+    return v;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, bytes.data() + index * 2, 2);
+  return t == LogitsDType::f16 ? reference::f16_bits_to_float(h) : reference::bf16_bits_to_float(h);
+}
+
+bool is_poison(const std::vector<std::uint8_t>& bytes, std::size_t index, LogitsDType t) {
+  const std::size_t size = logit_bytes(t);
+  for (std::size_t i = 0; i < size; ++i)
+    if (bytes[index * size + i] != kPoison) return false;
+  return true;
+}
+
+}  // namespace
+
+std::string describe(const LogitsCase& c) {
+  std::string lens;
+  for (std::size_t i = 0; i < c.lengths.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(c.lengths[i]);
+  if (c.lengths.size() > 12) lens += ",...";
+  return fmt::format("n{} h{} d{} out-{} lens{}=[{}]{}{}{} seed {}", c.config.next_n, c.config.heads, c.config.head_dim,
+                     c.config.logits == LogitsDType::f32 ? "f32" : c.config.logits == LogitsDType::f16 ? "f16" : "bf16",
+                     c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
+                     c.wide_values ? " wide" : "", c.nan_weight_row >= 0 ? " nan-weight" : "", c.seed);
+}
+
+reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
+  reference::PagedMqaLogitsInputs r;
+  r.batch = batch;
+  r.next_n = c.config.next_n;
+  r.heads = c.config.heads;
+  r.head_dim = c.config.head_dim;
+  r.block_size = c.config.block_size;
+  r.num_blocks = num_blocks;
+  r.kv_block_stride = block_stride;
+  r.q = q.data();
+  r.kv_cache = kv_cache.data();
+  r.weights = weights.data();
+  r.context_lens = context_lens.data();
+  r.lens_2d = c.lens_2d;
+  r.block_table = block_table.data();
+  r.block_table_stride = max_blocks;
+  r.max_blocks = max_blocks;
+  r.width = width;
+  return r;
+}
+
+HostInputs make_inputs(const LogitsCase& c) {
+  const auto& cfg = c.config;
+  const int next_n = cfg.next_n, heads = cfg.heads, dim = cfg.head_dim, bs = cfg.block_size;
+  HostInputs in;
+  in.batch = static_cast<int>(c.lens_2d ? c.lengths.size() / next_n : c.lengths.size());
+  std::mt19937_64 rng(c.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+
+  // Keys each request needs (the longest of its rows).
+  std::vector<std::int64_t> need(in.batch, 0);
+  for (int b = 0; b < in.batch; ++b)
+    for (int j = 0; j < next_n; ++j) {
+      const std::int64_t len = c.lens_2d ? c.lengths[b * next_n + j] : std::int64_t{c.lengths[b]} - next_n + j + 1;
+      need[b] = std::max(need[b], len);
+    }
+  const std::int64_t longest = *std::max_element(need.begin(), need.end());
+  in.width = c.width > 0 ? c.width : (longest + bs - 1) / bs * bs + 64;
+  in.logits_stride = in.width + c.row_padding;
+  in.max_blocks = static_cast<int>((in.width + bs - 1) / bs + 1);
+
+  std::int64_t used_blocks = 0;
+  for (auto n : need) used_blocks += (std::min(n, in.width) + bs - 1) / bs;
+  in.num_blocks = static_cast<int>(used_blocks + c.spare_blocks);
+  in.block_stride = bs * (dim + 4) + c.block_stride_padding;
+
+  in.context_lens.assign(c.lengths.begin(), c.lengths.end());
+  std::vector<std::int32_t> pool(in.num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  // Slots past a request's live blocks hold ids that fault if dereferenced (the kernel never reads them).
+  in.block_table.assign(static_cast<std::size_t>(in.batch) * in.max_blocks, std::numeric_limits<std::int32_t>::max());
+  std::size_t next = 0;
+  for (int b = 0; b < in.batch; ++b)
+    for (std::int64_t i = 0; i < (std::min(need[b], in.width) + bs - 1) / bs; ++i)
+      in.block_table[b * in.max_blocks + i] = pool[next++];
+
+  const Fp8Table& fp8 = fp8_table();
+  auto draw_fp8 = [&](float sigma) -> std::uint8_t {
+    if (!c.wide_values) return fp8.quantize(normal(rng) * sigma);
+    std::uint8_t byte;
+    do byte = static_cast<std::uint8_t>(rng()); while ((byte & 0x7f) == 0x7f);
+    return byte;
+  };
+  in.q.resize(static_cast<std::size_t>(in.batch) * next_n * heads * dim);
+  for (auto& v : in.q) v = draw_fp8(2.0f);
+  in.kv_cache.resize(static_cast<std::size_t>(in.num_blocks) * in.block_stride);
+  std::uniform_real_distribution<float> scale(0.005f, 0.05f);
+  for (int blk = 0; blk < in.num_blocks; ++blk) {
+    std::uint8_t* base = in.kv_cache.data() + blk * in.block_stride;
+    for (int i = 0; i < bs * dim; ++i) base[i] = draw_fp8(2.0f);
+    for (int t = 0; t < bs; ++t) {
+      const float s = scale(rng);
+      std::memcpy(base + bs * dim + 4 * t, &s, 4);
+    }
+    for (std::int64_t i = bs * (dim + 4); i < in.block_stride; ++i) base[i] = static_cast<std::uint8_t>(rng());
+  }
+  in.weights.resize(static_cast<std::size_t>(in.batch) * next_n * heads);
+  for (auto& w : in.weights) w = normal(rng) / std::sqrt(static_cast<float>(heads));
+  if (c.nan_weight_row >= 0 && c.nan_weight_row < in.batch * next_n)
+    in.weights[static_cast<std::size_t>(c.nan_weight_row) * heads] = std::numeric_limits<float>::quiet_NaN();
+  return in;
+}
+
+DeviceInputs upload(const HostInputs& in, const LogitsCase& c) {
+  DeviceInputs d;
+  d.q = DeviceBuffer::from(in.q);
+  d.kv_cache = DeviceBuffer::from(in.kv_cache);
+  d.weights = DeviceBuffer::from(in.weights);
+  d.context_lens = DeviceBuffer::from(in.context_lens);
+  d.block_table = DeviceBuffer::from(in.block_table);
+  d.logits = DeviceBuffer(static_cast<std::size_t>(in.batch) * c.config.next_n * in.logits_stride *
+                          logit_bytes(c.config.logits));
+  return d;
+}
+
+LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase& c) {
+  const auto& cfg = c.config;
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * cfg.next_n;
+  const std::int64_t token = cfg.head_dim + 4;
+  LogitsViews v;
+  v.q = TensorView::contiguous(d.q.data(), DType::fp8_e4m3, {in.batch, cfg.next_n, cfg.heads, cfg.head_dim});
+  v.kv_cache = TensorView::contiguous(d.kv_cache.data(), DType::u8, {in.num_blocks, cfg.block_size, 1, token})
+                   .with_strides({in.block_stride, token, token, 1});
+  v.weights = TensorView::contiguous(d.weights.data(), DType::f32, {rows, cfg.heads});
+  v.context_lens = c.lens_2d ? TensorView::contiguous(d.context_lens.data(), DType::i32, {in.batch, cfg.next_n})
+                             : TensorView::contiguous(d.context_lens.data(), DType::i32, {in.batch});
+  v.block_table = TensorView::contiguous(d.block_table.data(), DType::i32, {in.batch, in.max_blocks});
+  v.logits = TensorView::contiguous(d.logits.data(), logits_dtype(cfg.logits), {rows, in.width})
+                 .with_strides({in.logits_stride, 1});
+  return v;
+}
+
+Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu) {
+  Comparison out;
+  std::vector<double> magnitude;
+  const std::vector<double> ref = reference::paged_mqa_logits(in.reference_view(c), &magnitude);
+  const auto& cfg = c.config;
+  const double gamma = (cfg.heads + cfg.head_dim + 4) * std::ldexp(1.0, -24);
+  double sxy = 0.0, sxx_yy = 0.0;
+  auto fail = [&](std::int64_t r, std::int64_t s, const std::string& what) {
+    if (out.passed) out.failure = fmt::format("{} (row {}, column {}) in case {}", what, r, s, describe(c));
+    out.passed = false;
+  };
+  const auto ref_view = in.reference_view(c);
+  for (std::int64_t r = 0; r < static_cast<std::int64_t>(in.batch) * cfg.next_n; ++r) {
+    const std::int64_t len = reference::row_length(ref_view, static_cast<int>(r / cfg.next_n), static_cast<int>(r % cfg.next_n));
+    for (std::int64_t s = 0; s < in.logits_stride; ++s) {
+      const std::size_t gi = static_cast<std::size_t>(r * in.logits_stride + s);
+      if (s >= in.width) {  // row padding: never written
+        if (!is_poison(gpu, gi, cfg.logits)) fail(r, s, "the kernel wrote into the row padding");
+        continue;
+      }
+      const double got = read_logit(gpu, gi, cfg.logits);
+      if (s >= len) {
+        if (c.fill_masked ? !(std::isinf(got) && got < 0) : !is_poison(gpu, gi, cfg.logits))
+          fail(r, s, fmt::format("masked column holds {} (expected {})", got, c.fill_masked ? "-inf" : "the poison"));
+        continue;
+      }
+      const double want = ref[static_cast<std::size_t>(r * in.width + s)];
+      ++out.checked;
+      if (std::isnan(want) || std::isnan(got)) {
+        if (std::isnan(want) != std::isnan(got)) fail(r, s, fmt::format("got {}, reference {}", got, want));
+        continue;
+      }
+      // FP32 rounding moves the score by at most err; rounding to the stored dtype is monotone, so the
+      // stored value lies between the rounded ends of [want - err, want + err].
+      const double err = gamma * magnitude[static_cast<std::size_t>(r * in.width + s)];
+      const double lo = reference::round_to(cfg.logits, static_cast<float>(want - err));
+      const double hi = reference::round_to(cfg.logits, static_cast<float>(want + err));
+      if (!(got >= lo && got <= hi))
+        fail(r, s, fmt::format("got {:.9g}, reference {:.9g}, allowed [{:.9g}, {:.9g}]", got, want, lo, hi));
+      if (std::isfinite(got) && std::isfinite(want)) {
+        sxy += got * want;
+        sxx_yy += got * got + want * want;
+      }
+    }
+  }
+  out.diff = sxx_yy > 0 ? 1.0 - 2.0 * sxy / sxx_yy : 0.0;
+  if (cfg.logits == LogitsDType::f32 && out.diff >= 5e-6)
+    fail(-1, -1, fmt::format("diff metric {:.3g} >= 5e-6", out.diff));
+  return out;
+}
+
+Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c) {
+  const HostInputs in = make_inputs(c);
+  DeviceInputs d = upload(in, c);
+  d.logits.fill(kPoison);
+  const LogitsViews v = views(d, in, c);
+  PagedMqaLogitsOptions options;
+  options.fill_masked = c.fill_masked;
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
+  gpu.synchronize();
+  return compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes()));
+}
+
+}  // namespace flash_indexer::check

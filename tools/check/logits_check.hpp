@@ -1,0 +1,77 @@
+#pragma once
+// Random paged-MQA-logits problems, their upload, and the comparison of a GPU result with the CPU
+// reference. Shared by the GPU tests and `flash-indexer check`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/reference.hpp"
+#include "gpu_session.hpp"
+
+namespace flash_indexer::check {
+
+struct LogitsCase {
+  PagedMqaLogitsConfig config;        // arch is ignored: the device decides
+  std::vector<int> lengths;           // per request (lens_2d = false) or per row b*next_n+j (true)
+  bool lens_2d = true;
+  bool fill_masked = false;
+  std::int64_t width = 0;             // logits width; 0: the longest row rounded up to a block, + 64
+  std::int64_t row_padding = 8;       // logits row stride = width + row_padding
+  std::int64_t spare_blocks = 7;      // cache blocks beyond the ones the lengths need
+  std::int64_t block_stride_padding = 32;  // bytes after each block (a multiple of 16)
+  int nan_weight_row = -1;            // this row gets a NaN weight (all its live scores are NaN)
+  bool wide_values = false;           // raw random FP8 bytes: the whole range, FP16 overflow included
+  std::uint64_t seed = 1;
+};
+
+struct HostInputs {
+  int batch = 0;
+  int max_blocks = 0;
+  int num_blocks = 0;
+  std::int64_t block_stride = 0;
+  std::int64_t width = 0;
+  std::int64_t logits_stride = 0;
+  std::vector<std::uint8_t> q, kv_cache;
+  std::vector<float> weights;
+  std::vector<std::int32_t> context_lens, block_table;
+
+  reference::PagedMqaLogitsInputs reference_view(const LogitsCase& c) const;
+};
+
+// Fresh random inputs: q, keys and weights drawn from normal distributions (or raw bytes), block ids
+// shuffled over a pool larger than needed, table slots past the live range holding ids that would
+// fault if dereferenced.
+HostInputs make_inputs(const LogitsCase& c);
+
+struct DeviceInputs {
+  DeviceBuffer q, kv_cache, weights, context_lens, block_table, logits;
+};
+DeviceInputs upload(const HostInputs& in, const LogitsCase& c);
+
+// The op's tensor views over device inputs.
+struct LogitsViews {
+  TensorView q, kv_cache, weights, context_lens, block_table, logits;
+};
+LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase& c);
+
+// Poison byte written over the logits buffer before a run: every column the kernel must not touch
+// has to keep it.
+inline constexpr std::uint8_t kPoison = 0x7d;
+
+struct Comparison {
+  bool passed = true;
+  std::string failure;              // the first problem found
+  double diff = 0.0;                // 1 - 2Σxy/Σ(x²+y²) over live, finite logits
+  std::int64_t checked = 0;         // live logits compared
+};
+
+// Compares downloaded logits (raw bytes, row stride in.logits_stride) with the reference.
+Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
+
+// Uploads, poisons, launches, downloads and compares.
+Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c);
+
+std::string describe(const LogitsCase& c);
+
+}  // namespace flash_indexer::check

@@ -1,0 +1,405 @@
+// flash-indexer: warm, list, clear and inspect the kernel cache; check the kernels on the GPU.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "disk_cache.hpp"
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/jit.hpp"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "logits_check.hpp"
+#include "nvrtc_compiler.hpp"
+#include "paged_mqa_logits_kernel.hpp"
+
+namespace fi = flash_indexer;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kUsageError = 2;
+
+const char* const kMainUsage = R"(usage: flash-indexer <command> [options]
+
+The kernel cache and the kernels of FlashIndexer (paged MQA logits of the DeepSeek Sparse Attention
+indexer), from the command line.
+
+commands:
+  warm    compile and cache a set of kernel configurations (works without a GPU with --arch)
+  list    list the cached kernels
+  clear   remove every cached kernel
+  info    NVRTC and driver versions, GPUs, cache directory and size
+  check   run the kernels on the GPU against the CPU reference and print a table
+
+Run 'flash-indexer <command> --help' for the options of a command.
+)";
+
+const std::map<std::string, std::string> kUsages = {
+    {"warm", R"(usage: flash-indexer warm [--arch ARCH] [--manifest FILE.json] [--jobs N] [--cache-dir DIR]
+
+Compiles every configuration of the manifest (default: every configuration the library supports) for
+ARCH and stores it in the cache. Entries already cached are hits and are not compiled again.
+
+  --arch ARCH        target such as sm_90a (H100/H200), sm_80, sm_86, sm_89; default: the GPU present
+  --manifest FILE    JSON {"kernels": ["paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8", ...]}
+                     (keys without the arch take ARCH; keys ending in an arch keep theirs)
+  --jobs N           parallel compiles (default: the number of CPUs)
+  --cache-dir DIR    cache directory (default: FLASH_INDEXER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
+)"},
+    {"list", R"(usage: flash-indexer list [--json] [--cache-dir DIR]
+
+Lists the cached kernels: key, arch, size, registers, spill bytes, compile milliseconds.
+
+  --json             one JSON array on stdout (each entry's meta.json, without the ptxas log)
+  --cache-dir DIR    cache directory
+)"},
+    {"clear", R"(usage: flash-indexer clear [--cache-dir DIR]
+
+Removes every cached kernel (and leftover temporary directories).
+)"},
+    {"info", R"(usage: flash-indexer info [--cache-dir DIR]
+
+Prints the NVRTC and driver versions, the GPUs present, the cache directory, its entry count and size.
+)"},
+    {"check", R"(usage: flash-indexer check [--quick]
+
+Runs the paged MQA logits kernel on fresh random inputs for a set of configurations on GPU 0, compares
+each result with the CPU reference and prints one table row per case. Exits 1 if any case fails.
+
+  --quick            three small cases instead of the full table
+)"},
+};
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Options of one command: --flag and --name VALUE.
+class Args {
+ public:
+  Args(std::string command, int argc, char** argv, std::vector<std::string> flags, std::vector<std::string> valued)
+      : command_(std::move(command)) {
+    for (int i = 0; i < argc; ++i) {
+      const std::string a = argv[i];
+      if (a == "--help" || a == "-h") {
+        help_ = true;
+      } else if (std::find(flags.begin(), flags.end(), a) != flags.end()) {
+        values_[a] = "";
+      } else if (std::find(valued.begin(), valued.end(), a) != valued.end()) {
+        if (i + 1 >= argc) throw UsageError(fmt::format("{} needs a value", a));
+        values_[a] = argv[++i];
+      } else {
+        throw UsageError(fmt::format("unknown argument '{}'", a));
+      }
+    }
+  }
+  bool help() const { return help_; }
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  std::optional<std::string> value(const std::string& name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  int int_value(const std::string& name, int fallback, int min) const {
+    auto v = value(name);
+    if (!v) return fallback;
+    try {
+      std::size_t used = 0;
+      const int n = std::stoi(*v, &used);
+      if (used == v->size() && n >= min) return n;
+    } catch (const std::exception&) {
+    }
+    throw UsageError(fmt::format("{} expects an integer >= {}, got '{}'", name, min, *v));
+  }
+  void apply_cache_dir() const {
+    if (auto dir = value("--cache-dir")) fi::set_cache_directory(*dir);
+  }
+
+ private:
+  std::string command_;
+  bool help_ = false;
+  std::map<std::string, std::string> values_;
+};
+
+fi::Arch arch_of_gpu0() {
+  std::string why;
+  if (!fi::driver::available(&why))
+    throw UsageError(fmt::format("no GPU to take the arch from ({}); pass --arch, e.g. --arch sm_90a", why));
+  const auto& cu = fi::driver::api();
+  CUdevice device = 0;
+  FI_CU(cuDeviceGet, "warm", &device, 0);
+  int major = 0, minor = 0;
+  FI_CU(cuDeviceGetAttribute, "warm", &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
+  FI_CU(cuDeviceGetAttribute, "warm", &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
+  (void)cu;
+  return fi::Arch::for_compute_capability(major, minor);
+}
+
+std::vector<fi::PagedMqaLogitsConfig> manifest_configs(const std::string& path, const std::optional<fi::Arch>& arch) {
+  std::ifstream in(path);
+  if (!in) throw UsageError(fmt::format("--manifest: cannot read {}", path));
+  const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("kernels") || !j["kernels"].is_array())
+    throw UsageError(fmt::format("--manifest {}: expected a JSON object {{\"kernels\": [\"<kernel key>\", ...]}}", path));
+  std::vector<fi::PagedMqaLogitsConfig> configs;
+  for (const auto& entry : j["kernels"]) {
+    if (!entry.is_string()) throw UsageError(fmt::format("--manifest {}: every kernel must be a key string, got {}", path, entry.dump()));
+    std::string key = entry.get<std::string>();
+    if (key.rfind(".sm_") == std::string::npos) {
+      if (!arch) throw UsageError(fmt::format("--manifest {}: key {} has no arch; pass --arch", path, key));
+      key += "." + arch->name();
+    }
+    try {
+      configs.push_back(fi::PagedMqaLogitsConfig::parse_key(key));
+    } catch (const fi::Error& e) {
+      throw UsageError(fmt::format("--manifest {}: {}", path, e.what()));
+    }
+  }
+  return configs;
+}
+
+class Progress {
+ public:
+  explicit Progress(std::size_t total) : total_(total), tty_(isatty(STDERR_FILENO)), start_(std::chrono::steady_clock::now()) {}
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  void step(const std::string& key, const char* outcome) {
+    std::lock_guard lock(mutex_);
+    ++done_;
+    if (tty_) {
+      constexpr int kWidth = 30;
+      const int filled = static_cast<int>(kWidth * done_ / std::max<std::size_t>(total_, 1));
+      std::fprintf(stderr, "\r\033[K[%s%s] %zu/%zu %6.1fs %s", std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), done_, total_, seconds(), key.c_str());
+      if (done_ == total_) std::fputc('\n', stderr);
+    } else {
+      std::fprintf(stderr, "[%zu/%zu] %6.1fs %-9s %s\n", done_, total_, seconds(), outcome, key.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::size_t total_, done_ = 0;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+int cmd_warm(const Args& args) {
+  args.apply_cache_dir();
+  std::optional<fi::Arch> arch;
+  if (auto a = args.value("--arch")) {
+    try {
+      arch = fi::Arch::parse(*a, "--arch");
+    } catch (const fi::Error& e) {
+      throw UsageError(e.what());
+    }
+  }
+  const auto manifest = args.value("--manifest");
+  if (!arch && !manifest) arch = arch_of_gpu0();
+  const std::vector<fi::PagedMqaLogitsConfig> configs =
+      manifest ? manifest_configs(*manifest, arch) : fi::supported_paged_mqa_logits_configs(*arch);
+  const int jobs = args.int_value("--jobs", static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), 1);
+
+  const fi::DiskCache cache = fi::current_disk_cache();
+  Progress progress(configs.size());
+  std::atomic<std::size_t> next{0}, hits{0}, compiled{0};
+  std::mutex failures_mutex;
+  std::vector<std::string> failures;
+  auto worker = [&] {
+    for (std::size_t i; (i = next++) < configs.size();) {
+      const std::string key = configs[i].key();
+      try {
+        const fi::CachedCubin c = cache.get_or_compile(fi::paged_mqa_logits_kernel_spec(configs[i]));
+        (c.outcome == fi::CacheOutcome::hit ? hits : compiled)++;
+        if (c.outcome == fi::CacheOutcome::compiled_in_memory) {
+          std::lock_guard lock(failures_mutex);
+          failures.push_back(fmt::format("{}: compiled but not stored (cache directory not writable)", key));
+        }
+        progress.step(key, c.outcome == fi::CacheOutcome::hit ? "hit" : "compiled");
+      } catch (const std::exception& e) {
+        std::lock_guard lock(failures_mutex);
+        failures.push_back(fmt::format("{}: {}", key, e.what()));
+        progress.step(key, "FAILED");
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(configs.size())); ++t) threads.emplace_back(worker);
+  for (auto& t : threads) t.join();
+
+  for (const auto& f : failures) std::fprintf(stderr, "failed: %s\n", f.c_str());
+  std::printf("warm: %zu kernels%s: %zu hits, %zu compiled, %zu failed in %.1f s (cache %s)\n", configs.size(),
+              arch ? fmt::format(" for {}", arch->name()).c_str() : "", hits.load(), compiled.load(), failures.size(),
+              progress.seconds(), cache.root().string().c_str());
+  return failures.empty() ? 0 : 1;
+}
+
+int cmd_list(const Args& args) {
+  args.apply_cache_dir();
+  const fi::DiskCache cache = fi::current_disk_cache();
+  const auto entries = cache.entries();
+  if (args.has("--json")) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : entries) {
+      nlohmann::json m = e.meta.is_object() ? e.meta : nlohmann::json::object();
+      if (m.contains("ptxas")) m["ptxas"].erase("log");
+      m["dir"] = e.dir.string();
+      m["total_bytes"] = e.total_bytes;
+      out.push_back(std::move(m));
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%-68s %-7s %9s %5s %7s %10s\n", "KEY", "ARCH", "BYTES", "REGS", "SPILLS", "COMPILE_MS");
+  for (const auto& e : entries) {
+    const auto& m = e.meta;
+    if (!m.is_object() || !m.contains("key")) {
+      std::printf("%-68s (unreadable meta.json)\n", e.dir.filename().string().c_str());
+      continue;
+    }
+    const auto& p = m["ptxas"];
+    std::printf("%-68s %-7s %9ju %5d %7d %10.1f\n", m["key"].get<std::string>().c_str(),
+                m["arch"].get<std::string>().c_str(), e.total_bytes, p.value("registers", -1),
+                p.value("spill_store_bytes", 0) + p.value("spill_load_bytes", 0), m.value("compile_ms", 0.0));
+  }
+  std::printf("%zu entries in %s\n", entries.size(), cache.root().string().c_str());
+  return 0;
+}
+
+int cmd_clear(const Args& args) {
+  args.apply_cache_dir();
+  const fi::DiskCache cache = fi::current_disk_cache();
+  std::printf("removed %zu entries from %s\n", cache.clear(), cache.root().string().c_str());
+  return 0;
+}
+
+int cmd_info(const Args& args) {
+  args.apply_cache_dir();
+  std::printf("flash_indexer    0.1.0\n");
+  std::printf("NVRTC            %s\n", fi::nvrtc_version().c_str());
+  std::string why;
+  const bool gpu = fi::driver::available(&why);
+  std::printf("CUDA driver      %s\n", gpu ? fi::driver::version_string().c_str() : fmt::format("none ({})", why).c_str());
+  if (gpu) {
+    const auto& cu = fi::driver::api();
+    int count = 0;
+    FI_CU(cuDeviceGetCount, "info", &count);
+    for (int i = 0; i < count; ++i) {
+      CUdevice d = 0;
+      FI_CU(cuDeviceGet, "info", &d, i);
+      char name[256] = {};
+      FI_CU(cuDeviceGetName, "info", name, sizeof name, d);
+      int major = 0, minor = 0, sms = 0;
+      FI_CU(cuDeviceGetAttribute, "info", &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d);
+      FI_CU(cuDeviceGetAttribute, "info", &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d);
+      FI_CU(cuDeviceGetAttribute, "info", &sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d);
+      std::size_t bytes = 0;
+      FI_CU(cuDeviceTotalMem, "info", &bytes, d);
+      std::printf("GPU %d            %s, compute capability %d.%d (%s), %d SMs, %.1f GiB\n", i, name, major, minor,
+                  fi::Arch::for_compute_capability(major, minor).name().c_str(), sms, bytes / 1073741824.0);
+    }
+    (void)cu;
+  }
+  const fi::DiskCache cache = fi::current_disk_cache();
+  std::uintmax_t total = 0;
+  const auto entries = cache.entries();
+  for (const auto& e : entries) total += e.total_bytes;
+  std::printf("cache directory  %s\n", cache.root().string().c_str());
+  std::printf("cache entries    %zu (%.2f MiB)\n", entries.size(), total / 1048576.0);
+  std::printf("JIT              %s\n", fi::jit_enabled() ? "on" : "off (FLASH_INDEXER_JIT=off: cache misses are errors)");
+  return 0;
+}
+
+int cmd_check(const Args& args) {
+  namespace ck = fi::check;
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "check needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  ck::GpuSession gpu;
+  std::vector<ck::LogitsCase> cases;
+  std::uint64_t seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  auto add = [&](int next_n, int heads, int dim, fi::LogitsDType out, std::vector<int> lens, bool lens_2d) {
+    ck::LogitsCase c;
+    c.config = {next_n, heads, dim, 64, false, out, {}};
+    c.lengths = std::move(lens);
+    c.lens_2d = lens_2d;
+    c.seed = seed++;
+    cases.push_back(std::move(c));
+  };
+  using L = fi::LogitsDType;
+  add(1, 64, 128, L::f32, {0, 1, 63, 64, 65, 1000}, false);
+  add(2, 64, 128, L::f16, {4096, 100, 0, 1, 777, 64, 65, 5}, true);
+  add(4, 32, 128, L::bf16, {2000, 70}, false);
+  if (!args.has("--quick")) {
+    add(3, 16, 64, L::f32, {130, 2, 900}, false);
+    add(1, 64, 128, L::f16, std::vector<int>(8, 8192), false);
+    add(2, 32, 128, L::bf16, {8000, 1, 64, 65}, true);
+  }
+  std::printf("flash-indexer check on %s (GPU 0)\n", gpu.device_name().c_str());
+  std::printf("%-70s %8s %12s %s\n", "case", "logits", "diff", "result");
+  int failed = 0;
+  for (const auto& c : cases) {
+    const ck::Comparison r = ck::run_logits_case(gpu, c);
+    std::printf("%-70s %8lld %12.3g %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), r.diff,
+                r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  std::printf("%zu cases, %d failed\n", cases.size(), failed);
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fputs(kMainUsage, stderr);
+    return kUsageError;
+  }
+  const std::string command = argv[1];
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kMainUsage, stdout);
+    return 0;
+  }
+  const auto usage = kUsages.find(command);
+  if (usage == kUsages.end()) {
+    std::fprintf(stderr, "flash-indexer: unknown command '%s'\n\n%s", command.c_str(), kMainUsage);
+    return kUsageError;
+  }
+  try {
+    std::vector<std::string> flags, valued = {"--cache-dir"};
+    if (command == "warm") valued = {"--arch", "--manifest", "--jobs", "--cache-dir"};
+    if (command == "list") flags = {"--json"};
+    if (command == "check") flags = {"--quick"}, valued = {};
+    const Args args(command, argc - 2, argv + 2, flags, valued);
+    if (args.help()) {
+      std::fputs(usage->second.c_str(), stdout);
+      return 0;
+    }
+    if (command == "warm") return cmd_warm(args);
+    if (command == "list") return cmd_list(args);
+    if (command == "clear") return cmd_clear(args);
+    if (command == "info") return cmd_info(args);
+    return cmd_check(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "flash-indexer %s: %s\n\n%s", command.c_str(), e.what(), usage->second.c_str());
+    return kUsageError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "flash-indexer %s: error: %s\n", command.c_str(), e.what());
+    return 1;
+  }
+}
