@@ -1,0 +1,82 @@
+// Kernel keys, arch names and codegen are canonical and deterministic.
+#include <catch2/catch.hpp>
+
+#include "disk_cache.hpp"
+#include "embedded_sources.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "paged_mqa_logits_kernel.hpp"
+
+using namespace flash_indexer;
+using Catch::Matchers::Contains;
+
+TEST_CASE("arch names parse and print", "[keys]") {
+  CHECK(Arch::parse("sm_90a") == Arch{9, 0, true});
+  CHECK(Arch::parse("sm_86") == Arch{8, 6, false});
+  CHECK(Arch::parse("sm_90a").name() == "sm_90a");
+  CHECK(Arch::for_compute_capability(9, 0).name() == "sm_90a");
+  CHECK(Arch::for_compute_capability(8, 9).name() == "sm_89");
+  CHECK_THROWS_WITH(Arch::parse("sm_75"), Contains("sm_80 or newer") && Contains("sm_75"));
+  CHECK_THROWS_WITH(Arch::parse("compute_90"), Contains("\"compute_90\""));
+  CHECK_THROWS_AS(Arch::parse("sm_9x"), Error);
+  CHECK_THROWS_AS(Arch::parse("sm_"), Error);
+}
+
+TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
+  const PagedMqaLogitsConfig c{2, 64, 128, 64, false, LogitsDType::f16, Arch{9, 0, true}};
+  CHECK(c.key() == "paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
+  for (const Arch& arch : {Arch{8, 0, false}, Arch{9, 0, true}}) {
+    const auto configs = supported_paged_mqa_logits_configs(arch);
+    CHECK(configs.size() == 8 * 3 * 2 * 3);
+    for (const auto& config : configs) CHECK(PagedMqaLogitsConfig::parse_key(config.key()) == config);
+  }
+}
+
+TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.nX.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("\"nX\""));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f8.kv-fp8.sm_90a"),
+                    Contains("out-f8"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n9.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("next_n in 1..8"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h48.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("heads"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs32.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("block_size"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8"),
+                    Contains("expected paged_mqa_logits.portable"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_70"),
+                    Contains("sm_70"));
+}
+
+TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key", "[keys]") {
+  const PagedMqaLogitsConfig c{3, 32, 128, 64, false, LogitsDType::bf16, Arch{9, 0, true}};
+  const KernelSpec a = paged_mqa_logits_kernel_spec(c);
+  const KernelSpec b = paged_mqa_logits_kernel_spec(c);
+  CHECK(a.source == b.source);
+  CHECK(a.entry == "fi_paged_mqa_logits_portable_n3_h32_d128_bs64_hist0_out_bf16_kv_fp8_sm_90a");
+  CHECK(a.source.find("extern \"C\" __global__") != std::string::npos);
+  CHECK(a.source.find(a.entry) != std::string::npos);
+  CHECK(a.source.find("paged_mqa_logits_portable<3, 32, 128, 64, flash_indexer::kernels::LogitsOut::bf16>") !=
+        std::string::npos);
+  // Only the kernel header and what it includes go to NVRTC.
+  std::vector<std::string> names;
+  for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
+  CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh"});
+
+  // The cache entry name is stable for a spec and changes with anything compiled.
+  const DiskCache cache("/nonexistent");
+  CHECK(cache.entry_name(a) == cache.entry_name(b));
+  PagedMqaLogitsConfig other_arch = c;
+  other_arch.arch = Arch{8, 0, false};
+  CHECK(cache.entry_name(paged_mqa_logits_kernel_spec(other_arch)) != cache.entry_name(a));
+  KernelSpec edited = a;
+  edited.source += "// changed\n";
+  CHECK(cache.entry_name(edited) != cache.entry_name(a));
+  CHECK(cache.entry_name(a).starts_with(a.key + "."));
+}
+
+TEST_CASE("an include of a header that is not embedded is an error", "[keys]") {
+  CHECK_THROWS_WITH(included_headers("#include \"missing.cuh\"\n"), Contains("missing.cuh"));
+  CHECK(included_headers("#include <cuda_fp16.h>\n").empty());  // NVRTC built-ins are not ours to embed
+}

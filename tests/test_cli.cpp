@@ -1,0 +1,84 @@
+// The flash-indexer CLI: help, usage errors (exit 2), warm / list / clear / info without a GPU.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+using Catch::Matchers::Contains;
+
+namespace {
+
+int cli(const std::string& args, std::string* output = nullptr) {
+  return test::run_command(test::cli_path().string() + " " + args, output);
+}
+
+}  // namespace
+
+TEST_CASE("every command has --help and wrong arguments exit 2 with a usage message", "[cli]") {
+  std::string out;
+  CHECK(cli("--help", &out) == 0);
+  CHECK_THAT(out, Contains("usage: flash-indexer <command>"));
+  for (const char* command : {"warm", "list", "clear", "info", "check"}) {
+    INFO(command);
+    CHECK(cli(fmt::format("{} --help", command), &out) == 0);
+    CHECK_THAT(out, Contains(fmt::format("usage: flash-indexer {}", command)));
+    CHECK(cli(fmt::format("{} --no-such-option", command), &out) == 2);
+    CHECK_THAT(out, Contains("unknown argument '--no-such-option'") && Contains("usage:"));
+  }
+  CHECK(cli("", &out) == 2);
+  CHECK(cli("frobnicate", &out) == 2);
+  CHECK_THAT(out, Contains("unknown command 'frobnicate'"));
+  CHECK(cli("warm --arch sm_75 --cache-dir /tmp/unused", &out) == 2);
+  CHECK_THAT(out, Contains("--arch") && Contains("sm_75"));
+  CHECK(cli("warm --arch sm_90a --jobs 0", &out) == 2);
+  CHECK(cli("warm --arch", &out) == 2);
+  CHECK_THAT(out, Contains("--arch needs a value"));
+  CHECK(cli("warm --arch sm_90a --manifest /nonexistent.json", &out) == 2);
+}
+
+TEST_CASE("warm and list and info and clear work on a machine without a GPU", "[cli]") {
+  test::TempDir dir;
+  const std::string cache = "--cache-dir " + dir.path().string();
+  const auto manifest = dir.path() / "m.json";
+  std::ofstream(manifest) << R"({"kernels": ["paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8",
+                                             "paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8.sm_80"]})";
+  std::string out;
+  CHECK(cli(fmt::format("warm --arch sm_90a --manifest {} {}", manifest.string(), cache), &out) == 0);
+  CHECK_THAT(out, Contains("0 hits, 2 compiled, 0 failed"));
+  CHECK(cli(fmt::format("warm --arch sm_90a --manifest {} {}", manifest.string(), cache), &out) == 0);
+  CHECK_THAT(out, Contains("2 hits, 0 compiled, 0 failed"));
+
+  CHECK(cli("list " + cache, &out) == 0);
+  CHECK_THAT(out, Contains("paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8.sm_90a") &&
+                      Contains(".sm_80 ") && Contains("2 entries"));
+  CHECK(cli("list --json " + cache + " 2>/dev/null", &out) == 0);
+  const auto entries = nlohmann::json::parse(out);
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0]["ptxas"]["spill_store_bytes"] == 0);
+  CHECK_FALSE(entries[0]["ptxas"].contains("log"));
+
+  CHECK(cli("info " + cache, &out) == 0);
+  CHECK_THAT(out, Contains("NVRTC") && Contains("cache entries    2"));
+
+  CHECK(cli("clear " + cache, &out) == 0);
+  CHECK_THAT(out, Contains("removed 2 entries"));
+
+  std::ofstream(manifest) << R"({"kernels": ["paged_mqa_logits.portable.n1.h17.d64.bs64.hist0.out-f32.kv-fp8"]})";
+  CHECK(cli(fmt::format("warm --arch sm_90a --manifest {} {}", manifest.string(), cache), &out) == 2);
+  CHECK_THAT(out, Contains("heads"));
+}
+
+TEST_CASE("warm without --arch and without a GPU says to pass --arch", "[cli]") {
+  std::string out;
+  const int rc = cli("warm --cache-dir /tmp/flash_indexer_unused_cache", &out);
+  if (out.find("no GPU to take the arch from") == std::string::npos) {
+    SUCCEED("a GPU is present: warm took its arch");
+    return;
+  }
+  CHECK(rc == 2);
+  CHECK_THAT(out, Contains("pass --arch"));
+}

@@ -1,0 +1,49 @@
+// NVRTC compiles every configuration for sm_90a, with no spills and no stack frame (one test each).
+#include <catch2/catch.hpp>
+
+#include "nvrtc_compiler.hpp"
+#include "paged_mqa_logits_kernel.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+
+namespace {
+
+const bool registered = [] {
+  for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true})) {
+    test::register_test("compile " + config.key(), "[compile]", [config] {
+      const KernelSpec spec = paged_mqa_logits_kernel_spec(config);
+      const CompiledKernel k = compile_kernel(spec);
+      INFO(k.log);
+      CHECK(k.cubin.size() > 1000);
+      CHECK(k.report.registers > 0);
+      CHECK(k.report.spill_store_bytes == 0);
+      CHECK(k.report.spill_load_bytes == 0);
+      CHECK(k.report.stack_frame_bytes == 0);
+    });
+  }
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("an NVRTC failure carries the kernel key and NVRTC's log", "[compile]") {
+  KernelSpec spec = paged_mqa_logits_kernel_spec({1, 16, 64, 64, false, LogitsDType::f32, Arch{9, 0, true}});
+  spec.source += "this is not C++;\n";
+  CHECK_THROWS_WITH(compile_kernel(spec), Catch::Matchers::Contains("nvrtcCompileProgram failed") &&
+                                              Catch::Matchers::Contains(spec.key) &&
+                                              Catch::Matchers::Contains("NVRTC log"));
+}
+
+TEST_CASE("the ptxas report parser reads registers and smem and spills", "[compile]") {
+  const PtxasReport r = PtxasReport::parse(
+      "ptxas info    : Function properties for k\n"
+      "ptxas         .     24 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 40 registers, used 1 barriers, 2048 bytes smem\n");
+  CHECK(r.registers == 40);
+  CHECK(r.shared_bytes == 2048);
+  CHECK(r.stack_frame_bytes == 24);
+  CHECK(r.spill_store_bytes == 8);
+  CHECK(r.spill_load_bytes == 12);
+  CHECK(r.spills());
+}

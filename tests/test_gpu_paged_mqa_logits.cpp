@@ -1,0 +1,187 @@
+// GPU tests of paged_mqa_logits against the CPU reference: every configuration, fresh random inputs,
+// ragged lengths (0, 1, 63, 64, 65, ...), shuffled block ids, poisoned outputs, NaN weights, the whole
+// FP8 range, invalid block ids, CUDA-graph replay with new lengths and block tables.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_registry.hpp"
+#include "logits_check.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+
+namespace {
+
+std::uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) | rd();
+}
+
+ck::GpuSession& session() {
+  static ck::GpuSession s;
+  return s;
+}
+
+void require_pass(const ck::Comparison& r) {
+  INFO(r.failure);
+  CHECK(r.checked > 0);
+  REQUIRE(r.passed);
+}
+
+// Ragged lengths with the edge values, per row (2-D) or per request (1-D).
+std::vector<int> ragged_lengths(int count, std::mt19937_64& rng) {
+  std::vector<int> lens = {0, 1, 63, 64, 65, 128, 129, 300};
+  std::uniform_int_distribution<int> extra(0, 400);
+  while (static_cast<int>(lens.size()) < count) lens.push_back(extra(rng));
+  std::shuffle(lens.begin(), lens.end(), rng);
+  lens.resize(count);
+  return lens;
+}
+
+void run_configuration(const PagedMqaLogitsConfig& config) {
+  test::require_gpu();
+  std::mt19937_64 rng(fresh_seed());
+  {  // 2-D lengths, ragged, every edge value somewhere
+    ck::LogitsCase c;
+    c.config = config;
+    c.lens_2d = true;
+    c.lengths = ragged_lengths(std::max(8, 3 * config.next_n), rng);
+    while (c.lengths.size() % config.next_n) c.lengths.pop_back();
+    c.seed = rng();
+    require_pass(ck::run_logits_case(session(), c));
+  }
+  {  // 1-D lengths (MTP rule), fill_masked, a NaN weight in one row
+    ck::LogitsCase c;
+    c.config = config;
+    c.lens_2d = false;
+    c.lengths = ragged_lengths(5, rng);
+    c.fill_masked = true;
+    c.nan_weight_row = static_cast<int>(rng() % (5 * config.next_n));
+    c.seed = rng();
+    require_pass(ck::run_logits_case(session(), c));
+  }
+  {  // raw FP8 bytes over the whole range (FP16 overflow to inf), no row padding, unpadded blocks
+    ck::LogitsCase c;
+    c.config = config;
+    c.lengths = {static_cast<int>(rng() % 200 + 64) * config.next_n, 65 * config.next_n};
+    c.lens_2d = false;
+    c.wide_values = true;
+    c.row_padding = 0;
+    c.block_stride_padding = 0;
+    c.seed = rng();
+    require_pass(ck::run_logits_case(session(), c));
+  }
+}
+
+const bool registered = [] {
+  for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true}))
+    test::register_test("gpu " + test::config_name(config), "[gpu]", [config] { run_configuration(config); });
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("gpu: block ids outside the cache in the live range give NaN and never a fault", "[gpu]") {
+  test::require_gpu();
+  ck::LogitsCase c;
+  c.config = {2, 64, 128, 64, false, LogitsDType::f32, {}};
+  c.lengths = {300, 290, 200, 130};
+  c.seed = fresh_seed();
+  ck::HostInputs in = ck::make_inputs(c);
+  in.block_table[0 * in.max_blocks + 1] = -5;
+  in.block_table[1 * in.max_blocks + 0] = in.num_blocks;
+  in.block_table[1 * in.max_blocks + 2] = 1 << 30;
+  ck::DeviceInputs d = ck::upload(in, c);
+  d.logits.fill(ck::kPoison);
+  const ck::LogitsViews v = ck::views(d, in, c);
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream());
+  session().synchronize();
+  const auto r = ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes()));
+  require_pass(r);
+}
+
+TEST_CASE("gpu: many requests (B = 1000) with short rows", "[gpu]") {
+  test::require_gpu();
+  std::mt19937_64 rng(fresh_seed());
+  ck::LogitsCase c;
+  c.config = {1, 32, 128, 64, false, LogitsDType::f16, {}};
+  c.lengths.resize(1000);
+  for (auto& l : c.lengths) l = static_cast<int>(rng() % 100);
+  c.lens_2d = false;
+  c.seed = rng();
+  require_pass(ck::run_logits_case(session(), c));
+}
+
+TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths and block tables", "[gpu]") {
+  test::require_gpu();
+  const auto& cu = driver::api();
+  std::mt19937_64 rng(fresh_seed());
+  ck::LogitsCase c;
+  c.config = {2, 64, 128, 64, false, LogitsDType::f16, {}};
+  c.lens_2d = true;
+  c.lengths = {700, 701, 0, 1, 64, 65, 500, 3};
+  c.width = 1024;
+  c.spare_blocks = 40;
+  c.fill_masked = true;
+  c.seed = rng();
+  ck::HostInputs in = ck::make_inputs(c);
+  ck::DeviceInputs d = ck::upload(in, c);
+  const ck::LogitsViews v = ck::views(d, in, c);
+  PagedMqaLogitsOptions options;
+  options.fill_masked = true;
+
+  // Warm (load) outside the capture, then capture one launch.
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), options);
+  CUstream stream = session().stream();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, stream, options);
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+
+  for (int replay = 0; replay < 4; ++replay) {
+    INFO("replay " << replay);
+    // New lengths (up to the captured width) and a reshuffled block table, uploaded into the same buffers.
+    for (auto& len : c.lengths) len = static_cast<int>(rng() % 760);
+    if (replay == 0) std::fill(c.lengths.begin(), c.lengths.end(), 0);
+    in.context_lens.assign(c.lengths.begin(), c.lengths.end());
+    std::vector<std::int32_t> pool(in.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::size_t next = 0;
+    for (int b = 0; b < in.batch; ++b)
+      for (int i = 0; i < in.max_blocks; ++i)
+        in.block_table[b * in.max_blocks + i] = i < 12 ? pool[next++] : std::numeric_limits<std::int32_t>::max();
+    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
+    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
+    d.logits.fill(ck::kPoison);
+    FI_CU(cuGraphLaunch, "test", exec, stream);
+    session().synchronize();
+    require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())));
+  }
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+}
+
+TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a clear error", "[gpu]") {
+  test::require_gpu();
+  CUstream stream = session().stream();
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  std::string message;
+  try {
+    require_not_capturing(stream, "some.kernel.key");
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  CUgraph graph = nullptr;
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  if (graph != nullptr) driver::api().cuGraphDestroy(graph);
+  CHECK_THAT(message, Catch::Matchers::Contains("some.kernel.key") && Catch::Matchers::Contains("warm"));
+}

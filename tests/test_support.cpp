@@ -1,0 +1,82 @@
+#include "test_support.hpp"
+
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <deque>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/jit.hpp"
+
+namespace flash_indexer::test {
+namespace {
+
+struct FunctionInvoker : Catch::ITestInvoker {
+  explicit FunctionInvoker(std::function<void()> f) : body(std::move(f)) {}
+  void invoke() const override { body(); }
+  std::function<void()> body;
+};
+
+}  // namespace
+
+bool register_test(const std::string& name, const std::string& tags, std::function<void()> body) {
+  static std::deque<std::string> storage;  // Catch keeps StringRefs: the text must outlive registration
+  const std::string& n = storage.emplace_back(name);
+  const std::string& t = storage.emplace_back(tags);
+  Catch::AutoReg(new FunctionInvoker(std::move(body)), Catch::SourceLineInfo(__FILE__, __LINE__), Catch::StringRef(),
+                 Catch::NameAndTags{Catch::StringRef(n.c_str()), Catch::StringRef(t.c_str())});
+  return true;
+}
+
+void require_gpu() {
+  std::string why;
+  if (driver::available(&why)) return;
+  std::printf("SKIPPED: GPU test needs a CUDA GPU: %s\n", why.c_str());
+  std::fflush(stdout);
+  std::_Exit(77);
+}
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = std::filesystem::temp_directory_path() / fmt::format("flash_indexer_test_{}_{:08x}", ::getpid(), rd());
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::filesystem::path cli_path() {
+  return std::filesystem::canonical("/proc/self/exe").parent_path() / "flash-indexer";
+}
+
+int run_command(const std::string& command, std::string* output) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buffer;
+  std::string text;
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) text.append(buffer.data(), n);
+  const int status = ::pclose(pipe);
+  if (output != nullptr) *output = text;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+WarningCapture::WarningCapture() : warnings_(std::make_shared<std::vector<std::string>>()) {
+  auto sink = warnings_;
+  previous_ = set_warning_handler([sink](const std::string& m) { sink->push_back(m); });
+}
+
+WarningCapture::~WarningCapture() { set_warning_handler(previous_); }
+
+std::string config_name(const PagedMqaLogitsConfig& c) {
+  const std::string key = c.key();
+  return key.substr(0, key.rfind('.'));
+}
+
+}  // namespace flash_indexer::test

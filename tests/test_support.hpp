@@ -1,0 +1,50 @@
+#pragma once
+// Helpers shared by the test files.
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+
+namespace flash_indexer::test {
+
+// Registers a Catch2 test case at static-initialization time under a run-time name, so that every
+// kernel configuration is its own test case (and its own CTest test).
+bool register_test(const std::string& name, const std::string& tags, std::function<void()> body);
+
+// Exits the process with code 77 (CTest: Skipped), after saying why, when no GPU can be used.
+void require_gpu();
+
+// A fresh empty directory under the system temp directory, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// The flash-indexer executable next to the test binary.
+std::filesystem::path cli_path();
+
+// Runs a shell command; returns its exit code, with stdout+stderr in `output`.
+int run_command(const std::string& command, std::string* output = nullptr);
+
+// Captures library warnings for the lifetime of the object.
+class WarningCapture {
+ public:
+  WarningCapture();
+  ~WarningCapture();
+  const std::vector<std::string>& warnings() const { return *warnings_; }
+
+ private:
+  std::shared_ptr<std::vector<std::string>> warnings_;
+  std::function<void(const std::string&)> previous_;
+};
+
+std::string config_name(const PagedMqaLogitsConfig& c);  // key without the arch
+
+}  // namespace flash_indexer::test
