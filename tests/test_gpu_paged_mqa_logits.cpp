@@ -28,9 +28,10 @@ ck::GpuSession& session() {
   return s;
 }
 
-void require_pass(const ck::Comparison& r) {
+// `live`: the case has live logits, so a comparison that checked none means the test did nothing.
+void require_pass(const ck::Comparison& r, bool live = true) {
   INFO(r.failure);
-  CHECK(r.checked > 0);
+  if (live) CHECK(r.checked > 0);
   REQUIRE(r.passed);
 }
 
@@ -164,7 +165,8 @@ TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths an
     d.logits.fill(ck::kPoison);
     FI_CU(cuGraphLaunch, "test", exec, stream);
     session().synchronize();
-    require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())));
+    // Replay 0 has only zero lengths: every column must then be -inf (fill_masked), which compare checks.
+    require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())), replay != 0);
   }
   cu.cuGraphExecDestroy(exec);
   cu.cuGraphDestroy(graph);
