@@ -113,7 +113,7 @@ void remove_entry_dir(const fs::path& dir) {
   fs::remove_all(ec ? dir : aside, ec);
 }
 
-// Reads and verifies an entry; returns an empty optional-like flag with the reason when it is corrupt.
+// Reads and verifies an entry; false (with the reason in `problem`) when it is corrupt.
 bool load_entry(const fs::path& dir, CachedCubin& out, std::string& problem) {
   std::string meta_text;
   if (!read_file(dir / "meta.json", meta_text)) {

@@ -3,8 +3,6 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
-#include <mutex>
-
 #include "flash_indexer/error.hpp"
 
 namespace flash_indexer::driver {

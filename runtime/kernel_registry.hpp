@@ -3,7 +3,6 @@
 // allocating; the first call for a configuration compiles or reads the disk cache and loads the
 // module, once, however many threads ask at the same time.
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -39,9 +38,10 @@ void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y,
 template <class Config, class Hash>
 class KernelRegistry {
  public:
-  // make_spec() is called only on a miss, to build the spec of `config` for the current device.
-  const LoadedKernel& get(CUcontext context, const Config& config, CUstream stream,
-                          const std::function<KernelSpec()>& make_spec) {
+  // make_spec() (returning a KernelSpec) is called only on a miss, to build the spec of `config` for
+  // the current device.
+  template <class MakeSpec>
+  const LoadedKernel& get(CUcontext context, const Config& config, CUstream stream, MakeSpec&& make_spec) {
     const Key key{context, config};
     Slot* slot = nullptr;
     {

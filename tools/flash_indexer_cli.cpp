@@ -135,13 +135,11 @@ fi::Arch arch_of_gpu0() {
   std::string why;
   if (!fi::driver::available(&why))
     throw UsageError(fmt::format("no GPU to take the arch from ({}); pass --arch, e.g. --arch sm_90a", why));
-  const auto& cu = fi::driver::api();
   CUdevice device = 0;
   FI_CU(cuDeviceGet, "warm", &device, 0);
   int major = 0, minor = 0;
   FI_CU(cuDeviceGetAttribute, "warm", &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   FI_CU(cuDeviceGetAttribute, "warm", &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
-  (void)cu;
   return fi::Arch::for_compute_capability(major, minor);
 }
 
@@ -291,7 +289,6 @@ int cmd_info(const Args& args) {
   const bool gpu = fi::driver::available(&why);
   std::printf("CUDA driver      %s\n", gpu ? fi::driver::version_string().c_str() : fmt::format("none ({})", why).c_str());
   if (gpu) {
-    const auto& cu = fi::driver::api();
     int count = 0;
     FI_CU(cuDeviceGetCount, "info", &count);
     for (int i = 0; i < count; ++i) {
@@ -308,7 +305,6 @@ int cmd_info(const Args& args) {
       std::printf("GPU %d            %s, compute capability %d.%d (%s), %d SMs, %.1f GiB\n", i, name, major, minor,
                   fi::Arch::for_compute_capability(major, minor).name().c_str(), sms, bytes / 1073741824.0);
     }
-    (void)cu;
   }
   const fi::DiskCache cache = fi::current_disk_cache();
   std::uintmax_t total = 0;

@@ -1,10 +1,13 @@
 #pragma once
 // A non-owning view of a tensor in device memory: pointer, element type, shape and strides.
 // Strides count elements, not bytes (as in PyTorch), so a view maps 1:1 onto a torch.Tensor.
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+
+#include "flash_indexer/error.hpp"
 
 namespace flash_indexer {
 
@@ -45,31 +48,25 @@ struct TensorView {
 
   // A contiguous (row-major) view.
   static TensorView contiguous(const void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
+    if (shape.size() > kMaxRank) throw Error("TensorView: at most 4 dimensions");
     TensorView v;
     v.data = const_cast<void*>(data);
     v.dtype = dtype;
-    v.rank = static_cast<int>(shape.size() > kMaxRank ? kMaxRank + 1 : shape.size());
-    int i = 0;
-    for (auto s : shape) {
-      if (i < kMaxRank) v.shape[i] = s;
-      ++i;
-    }
+    v.rank = static_cast<int>(shape.size());
+    std::copy(shape.begin(), shape.end(), v.shape.begin());
     std::int64_t stride = 1;
-    for (int d = (v.rank <= kMaxRank ? v.rank : kMaxRank) - 1; d >= 0; --d) {
+    for (int d = v.rank - 1; d >= 0; --d) {
       v.strides[d] = stride;
       stride *= v.shape[d];
     }
     return v;
   }
 
-  // The same view with explicit strides (in elements).
+  // The same view with explicit strides (in elements), one per dimension.
   TensorView with_strides(std::initializer_list<std::int64_t> new_strides) const {
+    if (static_cast<int>(new_strides.size()) != rank) throw Error("TensorView::with_strides: one stride per dimension");
     TensorView v = *this;
-    int i = 0;
-    for (auto s : new_strides) {
-      if (i < kMaxRank) v.strides[i] = s;
-      ++i;
-    }
+    std::copy(new_strides.begin(), new_strides.end(), v.strides.begin());
     return v;
   }
 
