@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 
 namespace flash_indexer::reference {
@@ -27,26 +28,8 @@ inline float fp8_e4m3_to_float(std::uint8_t byte) {
   return (byte & 0x80) ? -magnitude : magnitude;
 }
 
-// FP32 -> FP16 bits, round to nearest even; overflow gives infinity, NaN stays NaN.
-inline std::uint16_t float_to_f16_bits(float x) {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(x);
-  const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
-  const std::uint32_t mag = bits & 0x7fffffffu;
-  if (mag > 0x7f800000u) return sign | 0x7e00u;   // NaN
-  if (mag >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 rounds to infinity (ties to even)
-  if (mag < 0x38800000u) {                        // below 2^-14: FP16 subnormal or zero
-    // Scaling by 2^24 is exact; the integer part is the subnormal mantissa (0x400 is the first normal).
-    const float units = std::bit_cast<float>(mag) * 16777216.0f;
-    auto integer = static_cast<std::uint32_t>(units);
-    const float fraction = units - static_cast<float>(integer);
-    if (fraction > 0.5f || (fraction == 0.5f && (integer & 1u))) ++integer;
-    return static_cast<std::uint16_t>(sign | integer);
-  }
-  std::uint32_t half = (((mag >> 23) - 112u) << 10) | ((mag >> 13) & 0x3ffu);
-  const std::uint32_t rest = mag & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // may carry into the exponent: correct
-  return static_cast<std::uint16_t>(sign | half);
-}
+// FP32 -> FP16 bits, round to nearest even (the one definition lives in coarse_bins.hpp).
+inline std::uint16_t float_to_f16_bits(float x) { return flash_indexer::float_to_f16_bits(x); }
 
 inline float f16_bits_to_float(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
@@ -155,6 +138,22 @@ inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std:
     }
   }
   return out;
+}
+
+// ---- coarse score histogram (CONTRACT 3) -----------------------------------------------------
+
+// Adds, for each row r, the coarse bins of its live (s < lengths[r]), non-NaN scores, each rounded to
+// `stored` first (the histogram describes the logits as stored), into hist[r * 1024 + bin].
+// `logits` is [rows, width] in double precision, as paged_mqa_logits() returns it.
+inline void add_coarse_histogram(const std::vector<double>& logits, std::int64_t width,
+                                 const std::vector<std::int64_t>& lengths, LogitsDType stored,
+                                 std::vector<std::int32_t>& hist) {
+  hist.resize(lengths.size() * kCoarseBins, 0);
+  for (std::size_t r = 0; r < lengths.size(); ++r)
+    for (std::int64_t s = 0; s < lengths[r] && s < width; ++s) {
+      const float value = round_to(stored, static_cast<float>(logits[r * width + s]));
+      if (!std::isnan(value)) ++hist[r * kCoarseBins + coarse_bin(value)];
+    }
 }
 
 }  // namespace flash_indexer::reference
