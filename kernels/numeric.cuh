@@ -1,7 +1,9 @@
 #pragma once
 // Number formats on the device, written out so that NVRTC needs no CUDA include directory.
 // FP8 E4M3 (OCP "E4M3FN": no infinities, S.1111.111 is NaN) is decoded in software so the same code
-// runs on sm_80; FP16/BF16 stores round to nearest even with the PTX cvt instructions.
+// runs on sm_80; FP16/BF16 stores round to nearest even with the PTX cvt instructions (FP16 through
+// coarse_bins.hpp, whose bin mapping must see exactly the values the kernel stores).
+#include "coarse_bins.hpp"
 
 namespace flash_indexer {
 namespace kernels {
@@ -30,9 +32,7 @@ struct LogitsStore<LogitsOut::f32> {
 template <>
 struct LogitsStore<LogitsOut::f16> {
   __device__ __forceinline__ static void store(void* base, long long index, float x) {
-    unsigned short bits;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(x));
-    static_cast<unsigned short*>(base)[index] = bits;
+    static_cast<unsigned short*>(base)[index] = float_to_f16_bits(x);
   }
 };
 

@@ -62,7 +62,8 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   // Only the kernel header and what it includes go to NVRTC.
   std::vector<std::string> names;
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
-  CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh"});
+  CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "numeric.cuh", "coarse_bins.hpp",
+                                          "paged_mqa_logits_params.cuh"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");
