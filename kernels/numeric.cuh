@@ -10,43 +10,57 @@ namespace kernels {
 
 enum class LogitsOut : int { f32 = 0, f16 = 1, bf16 = 2 };
 
+__device__ __forceinline__ float negative_infinity() { return float_from_bits(0xff800000u); }
+__device__ __forceinline__ float quiet_nan() { return float_from_bits(0x7fc00000u); }
+
 // Exact: every E4M3 value is an FP32 value. The 7 magnitude bits shifted into an FP32 exponent/
 // mantissa position give the value times 2^-120 (subnormals included), so one multiply rescales it.
 __device__ __forceinline__ float fp8_e4m3_to_float(unsigned int byte) {
   const unsigned int mag = byte & 0x7fu;
-  const float value = __uint_as_float(mag << 20) * 1.329227995784916e36f;  // 2^120
-  if (mag == 0x7fu) return __uint_as_float(0x7fc00000u);
+  const float value = float_from_bits(mag << 20) * 1.329227995784916e36f;  // 2^120
+  if (mag == 0x7fu) return quiet_nan();
   return (byte & 0x80u) ? -value : value;
 }
 
+__device__ __forceinline__ float f16_bits_to_float(unsigned short h) {
+  float x;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));
+  return x;
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(unsigned short h) { return float_from_bits(static_cast<unsigned int>(h) << 16); }
+
+// store() writes one logit and returns the value as stored, widened back to FP32 (what the histogram
+// bins and what a selector reading the logits sees).
 template <LogitsOut kOut>
 struct LogitsStore;
 
 template <>
 struct LogitsStore<LogitsOut::f32> {
-  __device__ __forceinline__ static void store(void* base, long long index, float x) {
+  __device__ __forceinline__ static float store(void* base, long long index, float x) {
     static_cast<float*>(base)[index] = x;
+    return x;
   }
 };
 
 template <>
 struct LogitsStore<LogitsOut::f16> {
-  __device__ __forceinline__ static void store(void* base, long long index, float x) {
-    static_cast<unsigned short*>(base)[index] = float_to_f16_bits(x);
+  __device__ __forceinline__ static float store(void* base, long long index, float x) {
+    const unsigned short bits = float_to_f16_bits(x);
+    static_cast<unsigned short*>(base)[index] = bits;
+    return f16_bits_to_float(bits);
   }
 };
 
 template <>
 struct LogitsStore<LogitsOut::bf16> {
-  __device__ __forceinline__ static void store(void* base, long long index, float x) {
+  __device__ __forceinline__ static float store(void* base, long long index, float x) {
     unsigned short bits;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
     static_cast<unsigned short*>(base)[index] = bits;
+    return bf16_bits_to_float(bits);
   }
 };
-
-__device__ __forceinline__ float negative_infinity() { return __uint_as_float(0xff800000u); }
-__device__ __forceinline__ float quiet_nan() { return __uint_as_float(0x7fc00000u); }
 
 }  // namespace kernels
 }  // namespace flash_indexer

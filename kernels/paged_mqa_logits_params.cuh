@@ -12,6 +12,7 @@ struct PagedMqaLogitsParams {
   const int* context_lens;        // [B] or [B, next_n]
   const int* block_table;         // [B, max_blocks], row stride block_table_stride
   void* logits;                   // [B * next_n, width], row stride logits_stride
+  int* histogram;                 // [B * next_n, 1024] coarse-bin counts to add to (histogram kernels only)
   long long kv_block_stride;      // bytes between consecutive blocks (multiple of 16)
   long long block_table_stride;   // elements
   long long logits_stride;        // elements

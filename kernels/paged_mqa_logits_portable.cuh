@@ -5,6 +5,11 @@
 //
 // Thread t works on key (t % block_size) and the heads h = t / block_size, + kHeadGroups, ...; the
 // per-group partial sums are added in a fixed order, so results are bitwise deterministic.
+//
+// With kHistogram the threads that store a row's logits also add their coarse bins (of the values as
+// stored) to the row's histogram; the stores themselves are the same instructions either way, so the
+// logits are bitwise identical with and without it.
+#include "coarse_histogram.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
 
@@ -30,9 +35,10 @@ __device__ __forceinline__ int row_length(const PagedMqaLogitsParams& p, int b, 
   return static_cast<int>(len);
 }
 
-template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, LogitsOut kOut>
+template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, bool kHistogram, LogitsOut kOut>
 __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
   static_assert(kPortableThreads % kBlockSize == 0, "block size must divide the CTA");
+  static_assert(kBlockSize % 32 == 0, "the store loop is one column per thread in whole warps");
   static_assert((kHeadDim % 16) == 0 && (kHeads * kHeadDim) % 16 == 0, "16-byte vector loads");
   using Smem = PortableSmem<kHeads, kHeadDim, kBlockSize>;
   using Store = LogitsStore<kOut>;
@@ -124,20 +130,23 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
     }
     __syncthreads();
 
-    for (int i = tid; i < columns; i += kPortableThreads) {
-      float value;
-      if (s0 + i >= len) {
-        if (!p.fill_masked) continue;
-        value = negative_infinity();
-      } else if (!block_valid) {
-        value = quiet_nan();
-      } else {
-        float sum = 0.0f;
+    if (tid < kBlockSize) {  // whole warps: column tid of the block
+      const int i = tid;
+      int bin = -1;
+      if (i < columns) {
+        if (s0 + i >= len) {
+          if (p.fill_masked) Store::store(p.logits, row * p.logits_stride + s0 + i, negative_infinity());
+        } else if (!block_valid) {
+          Store::store(p.logits, row * p.logits_stride + s0 + i, quiet_nan());
+        } else {
+          float sum = 0.0f;
 #pragma unroll
-        for (int g = 0; g < Smem::kHeadGroups; ++g) sum += partial_s[g * kBlockSize + i];
-        value = sum * scale_s[i];
+          for (int g = 0; g < Smem::kHeadGroups; ++g) sum += partial_s[g * kBlockSize + i];
+          const float stored = Store::store(p.logits, row * p.logits_stride + s0 + i, sum * scale_s[i]);
+          bin = histogram_bin(stored);
+        }
       }
-      Store::store(p.logits, row * p.logits_stride + s0 + i, value);
+      if constexpr (kHistogram) add_to_histogram_warp(p.histogram + row * kCoarseBins, bin);
     }
   }
 }

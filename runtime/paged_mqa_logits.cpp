@@ -7,7 +7,9 @@
 #include <climits>
 
 #include "../kernels/paged_mqa_logits_params.cuh"
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "tensor_checks.hpp"
@@ -16,25 +18,6 @@ namespace flash_indexer {
 namespace {
 
 constexpr std::string_view kOp = "paged_mqa_logits";
-
-const char* logits_name(LogitsDType t) {
-  switch (t) {
-    case LogitsDType::f32: return "f32";
-    case LogitsDType::f16: return "f16";
-    case LogitsDType::bf16: return "bf16";
-  }
-  return "?";
-}
-
-int parse_int_after(std::string_view part, std::string_view prefix, std::string_view key) {
-  int value = 0;
-  if (part.starts_with(prefix)) {
-    const std::string_view digits = part.substr(prefix.size());
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty()) return value;
-  }
-  throw Error(fmt::format("kernel key \"{}\": expected \"{}<number>\", got \"{}\"", key, prefix, part));
-}
 
 // The hot-path registry key: the configuration without the arch (the context determines it).
 struct ConfigHash {
@@ -117,9 +100,14 @@ Launch validate(const TensorView& q, const TensorView& kv_cache, const TensorVie
   if (width < 0 || width > INT_MAX - 64) oc.fail("a width in 0..2^31-65", std::to_string(width));
   if (rows > 1 && logits.strides[0] < width)
     oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
-  l.config.logits = logits.dtype == DType::f32 ? LogitsDType::f32
-                    : logits.dtype == DType::f16 ? LogitsDType::f16
-                                                 : LogitsDType::bf16;
+  l.config.logits = logits_dtype_of(logits.dtype);
+
+  const TensorView& histogram = options.histogram;
+  l.config.histogram = histogram.rank != 0;
+  if (l.config.histogram) {
+    TensorChecks hc(kOp, "histogram", histogram);
+    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "B * next_n").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+  }
 
   auto& p = l.params;
   p.q = static_cast<const unsigned char*>(q.data);
@@ -128,6 +116,7 @@ Launch validate(const TensorView& q, const TensorView& kv_cache, const TensorVie
   p.context_lens = static_cast<const int*>(context_lens.data);
   p.block_table = static_cast<const int*>(block_table.data);
   p.logits = logits.data;
+  p.histogram = static_cast<int*>(histogram.data);
   p.kv_block_stride = block_stride;
   p.block_table_stride = block_table.strides[0];
   p.logits_stride = logits.strides[0];
@@ -150,13 +139,7 @@ std::string PagedMqaLogitsConfig::key() const {
 }
 
 PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
-  std::vector<std::string_view> parts;
-  for (std::size_t start = 0;;) {
-    const std::size_t dot = key.find('.', start);
-    parts.push_back(key.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
-    if (dot == std::string_view::npos) break;
-    start = dot + 1;
-  }
+  const std::vector<std::string_view> parts = split_key(key);
   if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || parts[1] != "portable" || parts[8] != "kv-fp8")
     throw Error(fmt::format("kernel key \"{}\": expected paged_mqa_logits.portable.n<next_n>.h<heads>.d<head_dim>."
                             "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
@@ -169,10 +152,9 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const int hist = parse_int_after(parts[6], "hist", key);
   if (hist != 0 && hist != 1) throw Error(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
   c.histogram = hist == 1;
-  if (parts[7] == "out-f32") c.logits = LogitsDType::f32;
-  else if (parts[7] == "out-f16") c.logits = LogitsDType::f16;
-  else if (parts[7] == "out-bf16") c.logits = LogitsDType::bf16;
-  else throw Error(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
+  const auto out = parts[7].starts_with("out-") ? logits_from_name(parts[7].substr(4)) : std::nullopt;
+  if (!out) throw Error(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
+  c.logits = *out;
   c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
   return c;
@@ -186,7 +168,6 @@ void PagedMqaLogitsConfig::check_supported() const {
   if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
   if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
   if (block_size != 64) fail("block_size 64", block_size);
-  if (histogram) fail("hist0 (the fused histogram is not built yet)", 1);
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
 }
 
@@ -195,8 +176,9 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
   for (int next_n = 1; next_n <= 8; ++next_n)
     for (int heads : {16, 32, 64})
       for (int head_dim : {64, 128})
-        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-          configs.push_back({next_n, heads, head_dim, 64, false, logits, arch});
+        for (bool histogram : {false, true})
+          for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+            configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch});
   return configs;
 }
 
@@ -214,11 +196,11 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& c) {
       "// {key}\n"
       "#include \"paged_mqa_logits_portable.cuh\"\n"
       "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
-      "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+      "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
-      fmt::arg("out", logits_name(c.logits)));
+      fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
   spec.config = {{"kind", "paged_mqa_logits"}, {"variant", "portable"}, {"next_n", c.next_n},
                  {"heads", c.heads},           {"head_dim", c.head_dim},  {"block_size", c.block_size},
                  {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", "fp8"},

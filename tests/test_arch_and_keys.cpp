@@ -5,6 +5,8 @@
 #include "embedded_sources.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
+#include "kernel_catalog.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 
 using namespace flash_indexer;
@@ -27,9 +29,24 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
   CHECK(c.key() == "paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
   for (const Arch& arch : {Arch{8, 0, false}, Arch{9, 0, true}}) {
     const auto configs = supported_paged_mqa_logits_configs(arch);
-    CHECK(configs.size() == 8 * 3 * 2 * 3);
+    CHECK(configs.size() == 8 * 3 * 2 * 2 * 3);
     for (const auto& config : configs) CHECK(PagedMqaLogitsConfig::parse_key(config.key()) == config);
   }
+}
+
+TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec", "[keys]") {
+  CHECK(TopkConfig{LogitsDType::bf16, Arch{9, 0, true}}.key() == "topk.radix.in-bf16.sm_90a");
+  for (const auto& config : supported_topk_configs(Arch{9, 0, true})) CHECK(TopkConfig::parse_key(config.key()) == config);
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f8.sm_90a"), Contains("topk.radix.in-<f32|f16|bf16>"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f32.sm_70"), Contains("sm_70"));
+  const auto specs = supported_kernel_specs(Arch{9, 0, true});
+  CHECK(specs.size() == 288 + 3);
+  for (const KernelSpec& spec : specs) {
+    const KernelSpec again = kernel_spec_for_key(spec.key);
+    CHECK(again.key == spec.key);
+    CHECK(again.source == spec.source);
+  }
+  CHECK_THROWS_WITH(kernel_spec_for_key("sort.radix.in-f32.sm_90a"), Contains("sort.radix"));
 }
 
 TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {
@@ -57,13 +74,13 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   CHECK(a.entry == "fi_paged_mqa_logits_portable_n3_h32_d128_bs64_hist0_out_bf16_kv_fp8_sm_90a");
   CHECK(a.source.find("extern \"C\" __global__") != std::string::npos);
   CHECK(a.source.find(a.entry) != std::string::npos);
-  CHECK(a.source.find("paged_mqa_logits_portable<3, 32, 128, 64, flash_indexer::kernels::LogitsOut::bf16>") !=
+  CHECK(a.source.find("paged_mqa_logits_portable<3, 32, 128, 64, false, flash_indexer::kernels::LogitsOut::bf16>") !=
         std::string::npos);
   // Only the kernel header and what it includes go to NVRTC.
   std::vector<std::string> names;
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
-  CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "numeric.cuh", "coarse_bins.hpp",
-                                          "paged_mqa_logits_params.cuh"});
+  CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
+                                          "numeric.cuh", "paged_mqa_logits_params.cuh"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");

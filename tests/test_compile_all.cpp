@@ -1,6 +1,7 @@
-// NVRTC compiles every configuration for sm_90a, with no spills and no stack frame (one test each).
+// NVRTC compiles every kernel of every op for sm_90a, with no spills and no stack frame (one test each).
 #include <catch2/catch.hpp>
 
+#include "kernel_catalog.hpp"
 #include "nvrtc_compiler.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "test_support.hpp"
@@ -10,9 +11,8 @@ using namespace flash_indexer;
 namespace {
 
 const bool registered = [] {
-  for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true})) {
-    test::register_test("compile " + config.key(), "[compile]", [config] {
-      const KernelSpec spec = paged_mqa_logits_kernel_spec(config);
+  for (const KernelSpec& spec : supported_kernel_specs(Arch{9, 0, true})) {
+    test::register_test("compile " + spec.key, "[compile]", [spec] {
       const CompiledKernel k = compile_kernel(spec);
       INFO(k.log);
       CHECK(k.cubin.size() > 1000);

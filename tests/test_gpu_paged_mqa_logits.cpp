@@ -18,15 +18,8 @@ namespace ck = flash_indexer::check;
 
 namespace {
 
-std::uint64_t fresh_seed() {
-  static std::random_device rd;
-  return (static_cast<std::uint64_t>(rd()) << 32) | rd();
-}
-
-ck::GpuSession& session() {
-  static ck::GpuSession s;
-  return s;
-}
+using test::fresh_seed;
+ck::GpuSession& session() { return test::gpu_session(); }
 
 // `live`: the case has live logits, so a comparison that checked none means the test did nothing.
 void require_pass(const ck::Comparison& r, bool live = true) {

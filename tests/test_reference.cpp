@@ -144,3 +144,22 @@ TEST_CASE("1-D context lengths follow the MTP rule and lengths clamp to 0..width
   p.lens = {100000};
   CHECK(ref::row_length(p.in, 0, 2) == 160);
 }
+
+TEST_CASE("reference top-k: larger first, ties to the lower column, NaN never, -0 = +0, -1 padding", "[reference]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  // Row 0: ties and signed zeros; row 1: NaN and infinities, length 4 of width 6; row 2: length 0.
+  const std::vector<float> logits = {1.0f, -0.0f, 3.0f, 0.0f, 3.0f, 1.0f,  //
+                                     nan,  -inf,  inf,  nan,  9.0f, 9.0f,  //
+                                     5.0f, 5.0f,  5.0f, 5.0f, 5.0f, 5.0f};
+  const auto r = reference::topk(logits, 6, 6, {6, 4, 0}, 4, false);
+  CHECK(r.indices == std::vector<std::int32_t>{2, 4, 0, 5, /**/ 2, 1, -1, -1, /**/ -1, -1, -1, -1});
+  CHECK(r.values[4] == inf);
+  CHECK(r.values[5] == -inf);
+  CHECK(r.values[6] == -inf);  // padding
+  const auto z = reference::topk(logits, 6, 6, {6, 4, 0}, 5, false);
+  CHECK(z.indices[4] == 1);  // -0 (column 1) ties +0 (column 3): the lower column wins
+  const auto s = reference::topk(logits, 6, 6, {6, 4, 0}, 4, true);
+  CHECK(s.indices == std::vector<std::int32_t>{0, 2, 4, 5, /**/ 1, 2, -1, -1, /**/ -1, -1, -1, -1});
+  const auto clamped = reference::topk(logits, 6, 5, {100, -3, 7}, 2, true);  // lengths clamp to [0, width]
+  CHECK(clamped.indices == std::vector<std::int32_t>{2, 4, /**/ -1, -1, /**/ 0, 1});
+}

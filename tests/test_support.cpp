@@ -79,4 +79,14 @@ std::string config_name(const PagedMqaLogitsConfig& c) {
   return key.substr(0, key.rfind('.'));
 }
 
+std::uint64_t fresh_seed() {
+  static std::random_device rd;
+  return (static_cast<std::uint64_t>(rd()) << 32) | rd();
+}
+
+check::GpuSession& gpu_session() {
+  static check::GpuSession s;
+  return s;
+}
+
 }  // namespace flash_indexer::test

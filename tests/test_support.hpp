@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "gpu_session.hpp"
 
 namespace flash_indexer::test {
 
@@ -46,5 +47,11 @@ class WarningCapture {
 };
 
 std::string config_name(const PagedMqaLogitsConfig& c);  // key without the arch
+
+// A random seed per call (tests draw fresh inputs every run; failures print the seed).
+std::uint64_t fresh_seed();
+
+// GPU 0's primary context and a stream, shared by the GPU tests of one process (call require_gpu first).
+check::GpuSession& gpu_session();
 
 }  // namespace flash_indexer::test

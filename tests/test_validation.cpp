@@ -1,4 +1,4 @@
-// Every argument check of paged_mqa_logits, with an error that names the argument. Validation runs
+// Every argument check of paged_mqa_logits and topk, with an error that names the argument. Validation runs
 // before any driver call, so these run without a GPU (the pointers are never dereferenced).
 #include <catch2/catch.hpp>
 
@@ -7,6 +7,7 @@
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
 
 using namespace flash_indexer;
 using Catch::Matchers::Contains;
@@ -118,4 +119,89 @@ TEST_CASE("paged_mqa_logits rejects bad logits", "[validation]") {
   expect_error([](Args& a) { a.logits.strides[0] = 600; }, "logits: expected a row stride >= width = 640, got 600");
   expect_error([](Args& a) { a.logits.data = fake(0x1000002); }, "logits: expected a 16-byte aligned data pointer");
   expect_error([](Args& a) { a.logits.rank = 3; }, "logits: expected 2 dimensions, got 3");
+}
+
+TEST_CASE("paged_mqa_logits rejects a bad histogram", "[validation]") {
+  auto with = [](TensorView h) {
+    Args a;
+    PagedMqaLogitsOptions o;
+    o.histogram = h;
+    return [a, o] { paged_mqa_logits(a.q, a.kv, a.w, a.lens, a.table, a.logits, nullptr, o); };
+  };
+  CHECK_THROWS_WITH(with(TensorView::contiguous(fake(0x80000), DType::i32, {8, 512}))(),
+                    Contains("paged_mqa_logits: histogram: expected shape[1] = 1024 (coarse bins), got 512"));
+  CHECK_THROWS_WITH(with(TensorView::contiguous(fake(0x80000), DType::i32, {4, 1024}))(),
+                    Contains("histogram: expected shape[0] = 8 (B * next_n), got 4"));
+  CHECK_THROWS_WITH(with(TensorView::contiguous(fake(0x80000), DType::f32, {8, 1024}))(),
+                    Contains("histogram: expected dtype int32, got float32"));
+  CHECK_THROWS_WITH(with(TensorView::contiguous(fake(0x80004), DType::i32, {8, 1024}))(),
+                    Contains("histogram: expected a 8-byte aligned data pointer"));
+}
+
+namespace {
+
+struct TopkArgs {
+  std::int64_t rows = 6, width = 5000, k = 512;
+  TensorView logits = TensorView::contiguous(fake(0x1000000), DType::f32, {rows, width});
+  TensorView lengths = TensorView::contiguous(fake(0x40000), DType::i32, {rows});
+  TensorView indices = TensorView::contiguous(fake(0x50000), DType::i32, {rows, k});
+  TensorView workspace = TensorView::contiguous(fake(0x60000), DType::u8, {static_cast<std::int64_t>(topk_workspace_bytes(6))});
+  TopkOptions options;
+  void call() const { topk(logits, lengths, indices, workspace, nullptr, options); }
+};
+
+void expect_topk_error(const std::function<void(TopkArgs&)>& change, const std::string& text) {
+  TopkArgs a;
+  change(a);
+  CHECK_THROWS_WITH(a.call(), Contains("topk: ") && Contains(text));
+}
+
+}  // namespace
+
+TEST_CASE("topk accepts valid arguments up to the driver, and zero rows launch nothing", "[validation]") {
+  if (!driver::available()) {
+    TopkArgs a;
+    CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));
+    a.lengths = TensorView::contiguous(fake(0x40000), DType::i32, {3, 2});
+    CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));
+    a.lengths = TensorView::contiguous(fake(0x40000), DType::i32, {2});
+    a.options.next_n = 3;
+    CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));
+  }
+  TopkArgs e;
+  e.logits.shape[0] = e.lengths.shape[0] = e.indices.shape[0] = 0;
+  CHECK_NOTHROW(e.call());
+}
+
+TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
+  expect_topk_error([](TopkArgs& a) { a.logits.dtype = DType::i32; }, "logits: expected dtype float32 or float16 or bfloat16, got int32");
+  expect_topk_error([](TopkArgs& a) { a.logits.strides[0] = 4000; }, "logits: expected a row stride >= width = 5000, got 4000");
+  expect_topk_error([](TopkArgs& a) { a.logits.strides[1] = 2; }, "logits: expected strides[1] = 1, got 2");
+  expect_topk_error([](TopkArgs& a) { a.logits.data = fake(0x1000002); }, "logits: expected a 4-byte aligned data pointer");
+  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {5}); },
+                    "lengths: expected shape[0] = 6 (rows), got 5");
+  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {4, 2}); },
+                    "lengths: expected [B, next_n] with B * next_n = rows = 6, got [4, 2]");
+  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {3, 2}); a.options.next_n = 3; },
+                    "lengths: expected shape[1] = options.next_n = 3, got 2");
+  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {4}); a.options.next_n = 2; },
+                    "lengths: expected [B] with B * next_n (2) = rows = 6, got [4]");
+  expect_topk_error([](TopkArgs& a) { a.options.next_n = -1; }, "options.next_n: expected 0 (per-row lengths) or 1..64, got -1");
+  expect_topk_error([](TopkArgs& a) { a.lengths.dtype = DType::f32; }, "lengths: expected dtype int32, got float32");
+  expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 2049}); },
+                    "indices: expected k = indices.shape[1] in 1..2048, got 2049");
+  expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 0}); },
+                    "indices: expected k = indices.shape[1] in 1..2048, got 0");
+  expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {5, 512}); },
+                    "indices: expected shape[0] = 6 (rows), got 5");
+  expect_topk_error([](TopkArgs& a) { a.indices.strides[0] = 1024; }, "indices: expected a contiguous tensor");
+  expect_topk_error([](TopkArgs& a) { a.options.values = TensorView::contiguous(fake(0x70000), DType::f32, {6, 256}); },
+                    "values: expected shape[1] = 512 (k), got 256");
+  expect_topk_error([](TopkArgs& a) { a.options.values = TensorView::contiguous(fake(0x70000), DType::f16, {6, 512}); },
+                    "values: expected dtype float32, got float16");
+  expect_topk_error([](TopkArgs& a) { a.options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {6, 256}); },
+                    "histogram: expected shape[1] = 1024 (coarse bins), got 256");
+  expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = 8; }, "workspace: expected at least topk_workspace_bytes(6) = 96 bytes, got 8");
+  expect_topk_error([](TopkArgs& a) { a.workspace.data = fake(0x60008); }, "workspace: expected a 16-byte aligned data pointer");
+  expect_topk_error([](TopkArgs& a) { a.workspace.dtype = DType::i32; }, "workspace: expected dtype uint8, got int32");
 }

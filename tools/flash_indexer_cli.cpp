@@ -21,7 +21,7 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "logits_check.hpp"
 #include "nvrtc_compiler.hpp"
-#include "paged_mqa_logits_kernel.hpp"
+#include "kernel_catalog.hpp"
 
 namespace fi = flash_indexer;
 namespace fs = std::filesystem;
@@ -143,13 +143,13 @@ fi::Arch arch_of_gpu0() {
   return fi::Arch::for_compute_capability(major, minor);
 }
 
-std::vector<fi::PagedMqaLogitsConfig> manifest_configs(const std::string& path, const std::optional<fi::Arch>& arch) {
+std::vector<fi::KernelSpec> manifest_specs(const std::string& path, const std::optional<fi::Arch>& arch) {
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("--manifest: cannot read {}", path));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("kernels") || !j["kernels"].is_array())
     throw UsageError(fmt::format("--manifest {}: expected a JSON object {{\"kernels\": [\"<kernel key>\", ...]}}", path));
-  std::vector<fi::PagedMqaLogitsConfig> configs;
+  std::vector<fi::KernelSpec> specs;
   for (const auto& entry : j["kernels"]) {
     if (!entry.is_string()) throw UsageError(fmt::format("--manifest {}: every kernel must be a key string, got {}", path, entry.dump()));
     std::string key = entry.get<std::string>();
@@ -158,12 +158,12 @@ std::vector<fi::PagedMqaLogitsConfig> manifest_configs(const std::string& path, 
       key += "." + arch->name();
     }
     try {
-      configs.push_back(fi::PagedMqaLogitsConfig::parse_key(key));
+      specs.push_back(fi::kernel_spec_for_key(key));
     } catch (const fi::Error& e) {
       throw UsageError(fmt::format("--manifest {}: {}", path, e.what()));
     }
   }
-  return configs;
+  return specs;
 }
 
 class Progress {
@@ -204,20 +204,19 @@ int cmd_warm(const Args& args) {
   }
   const auto manifest = args.value("--manifest");
   if (!arch && !manifest) arch = arch_of_gpu0();
-  const std::vector<fi::PagedMqaLogitsConfig> configs =
-      manifest ? manifest_configs(*manifest, arch) : fi::supported_paged_mqa_logits_configs(*arch);
+  const std::vector<fi::KernelSpec> specs = manifest ? manifest_specs(*manifest, arch) : fi::supported_kernel_specs(*arch);
   const int jobs = args.int_value("--jobs", static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), 1);
 
   const fi::DiskCache cache = fi::current_disk_cache();
-  Progress progress(configs.size());
+  Progress progress(specs.size());
   std::atomic<std::size_t> next{0}, hits{0}, compiled{0};
   std::mutex failures_mutex;
   std::vector<std::string> failures;
   auto worker = [&] {
-    for (std::size_t i; (i = next++) < configs.size();) {
-      const std::string key = configs[i].key();
+    for (std::size_t i; (i = next++) < specs.size();) {
+      const std::string& key = specs[i].key;
       try {
-        const fi::CachedCubin c = cache.get_or_compile(fi::paged_mqa_logits_kernel_spec(configs[i]));
+        const fi::CachedCubin c = cache.get_or_compile(specs[i]);
         (c.outcome == fi::CacheOutcome::hit ? hits : compiled)++;
         if (c.outcome == fi::CacheOutcome::compiled_in_memory) {
           std::lock_guard lock(failures_mutex);
@@ -232,11 +231,11 @@ int cmd_warm(const Args& args) {
     }
   };
   std::vector<std::thread> threads;
-  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(configs.size())); ++t) threads.emplace_back(worker);
+  for (int t = 0; t < std::min<int>(jobs, static_cast<int>(specs.size())); ++t) threads.emplace_back(worker);
   for (auto& t : threads) t.join();
 
   for (const auto& f : failures) std::fprintf(stderr, "failed: %s\n", f.c_str());
-  std::printf("warm: %zu kernels%s: %zu hits, %zu compiled, %zu failed in %.1f s (cache %s)\n", configs.size(),
+  std::printf("warm: %zu kernels%s: %zu hits, %zu compiled, %zu failed in %.1f s (cache %s)\n", specs.size(),
               arch ? fmt::format(" for {}", arch->name()).c_str() : "", hits.load(), compiled.load(), failures.size(),
               progress.seconds(), cache.root().string().c_str());
   return failures.empty() ? 0 : 1;

@@ -48,6 +48,11 @@ struct PagedMqaLogitsOptions {
   // Write -inf into the columns s >= len(r) of every row up to the logical width (CONTRACT 5).
   // Without it those columns are left alone.
   bool fill_masked = false;
+  // Optional coarse score histogram (CONTRACT 3): int32 [B * next_n, 1024], contiguous, 8-byte aligned.
+  // The kernel ADDS the coarse-bin counts of each row's live, non-NaN logits, binned as stored (after
+  // rounding to FP16/BF16), so the caller zeroes it first; counts accumulate across calls. Leave it
+  // empty (rank 0) for no histogram. The logits are bitwise the same either way.
+  TensorView histogram{};
 };
 
 // Tensor arguments (device memory; strides in elements):

@@ -1,6 +1,7 @@
 #pragma once
 // Plain CPU references of the kernels, for our tests and for users who check their integration.
 // Header-only and free of CUDA: everything here runs on the host, on host memory.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -60,6 +61,18 @@ inline float round_to(LogitsDType t, float x) {
     case LogitsDType::f32: return x;
   }
   return x;
+}
+
+// Logit `index` of a buffer of dtype `t`, widened to float (the value as stored).
+inline float load_logit(LogitsDType t, const void* data, std::size_t index) {
+  if (t == LogitsDType::f32) {
+    float v;
+    std::memcpy(&v, static_cast<const unsigned char*>(data) + index * 4, 4);
+    return v;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, static_cast<const unsigned char*>(data) + index * 2, 2);
+  return t == LogitsDType::f16 ? f16_bits_to_float(h) : bf16_bits_to_float(h);
 }
 
 // ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
@@ -154,6 +167,42 @@ inline void add_coarse_histogram(const std::vector<double>& logits, std::int64_t
       const float value = round_to(stored, static_cast<float>(logits[r * width + s]));
       if (!std::isnan(value)) ++hist[r * kCoarseBins + coarse_bin(value)];
     }
+}
+
+// ---- top-k selection (CONTRACT 4) -------------------------------------------------------------
+
+struct TopkResult {
+  std::vector<std::int32_t> indices;  // [rows, k]; -1 pads rows with fewer than k selectable columns
+  std::vector<float> values;          // [rows, k]; -inf in the padding
+};
+
+// The exact top-k of each row of `logits` (values as stored, widened to float; row r starts at
+// r * stride and has lengths[r] live columns, clamped to [0, width]): larger first, NaN never, -0 equal
+// to +0, equal scores to the lower column. Unsorted rows come in that selection order (score
+// descending); `sorted` rows in ascending column order.
+inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
+                       const std::vector<std::int64_t>& lengths, int k, bool sorted) {
+  TopkResult out;
+  out.indices.assign(lengths.size() * k, -1);
+  out.values.assign(lengths.size() * k, -std::numeric_limits<float>::infinity());
+  std::vector<std::int32_t> columns;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    const float* row = logits.data() + r * stride;
+    const std::int64_t len = std::clamp<std::int64_t>(lengths[r], 0, width);
+    columns.clear();
+    for (std::int64_t s = 0; s < len; ++s)
+      if (!std::isnan(row[s])) columns.push_back(static_cast<std::int32_t>(s));
+    const auto better = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
+    const std::size_t taken = std::min<std::size_t>(columns.size(), k);
+    std::partial_sort(columns.begin(), columns.begin() + taken, columns.end(), better);
+    columns.resize(taken);
+    if (sorted) std::sort(columns.begin(), columns.end());
+    for (std::size_t i = 0; i < taken; ++i) {
+      out.indices[r * k + i] = columns[i];
+      out.values[r * k + i] = row[columns[i]];
+    }
+  }
+  return out;
 }
 
 }  // namespace flash_indexer::reference

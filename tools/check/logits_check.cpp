@@ -43,14 +43,7 @@ const Fp8Table& fp8_table() {
 }
 
 double read_logit(const std::vector<std::uint8_t>& bytes, std::size_t index, LogitsDType t) {
-  if (t == LogitsDType::f32) {
-    float v;
-    std::memcpy(&v, bytes.data() + index * 4, 4);
-    return v;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, bytes.data() + index * 2, 2);
-  return t == LogitsDType::f16 ? reference::f16_bits_to_float(h) : reference::bf16_bits_to_float(h);
+  return reference::load_logit(t, bytes.data(), index);
 }
 
 bool is_poison(const std::vector<std::uint8_t>& bytes, std::size_t index, LogitsDType t) {
@@ -69,7 +62,7 @@ std::string describe(const LogitsCase& c) {
   return fmt::format("n{} h{} d{} out-{} lens{}=[{}]{}{}{} seed {}", c.config.next_n, c.config.heads, c.config.head_dim,
                      c.config.logits == LogitsDType::f32 ? "f32" : c.config.logits == LogitsDType::f16 ? "f16" : "bf16",
                      c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
-                     c.wide_values ? " wide" : "", c.nan_weight_row >= 0 ? " nan-weight" : "", c.seed);
+                     c.wide_values ? " wide" : c.exact_values ? " exact" : "", c.nan_weight_row >= 0 ? " nan-weight" : "", c.seed);
 }
 
 reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
@@ -130,7 +123,9 @@ HostInputs make_inputs(const LogitsCase& c) {
       in.block_table[b * in.max_blocks + i] = pool[next++];
 
   const Fp8Table& fp8 = fp8_table();
+  std::uniform_int_distribution<int> small_int(-4, 4);
   auto draw_fp8 = [&](float sigma) -> std::uint8_t {
+    if (c.exact_values) return fp8.quantize(static_cast<float>(small_int(rng)));
     if (!c.wide_values) return fp8.quantize(normal(rng) * sigma);
     std::uint8_t byte;
     do byte = static_cast<std::uint8_t>(rng()); while ((byte & 0x7f) == 0x7f);
@@ -144,13 +139,15 @@ HostInputs make_inputs(const LogitsCase& c) {
     std::uint8_t* base = in.kv_cache.data() + blk * in.block_stride;
     for (int i = 0; i < bs * dim; ++i) base[i] = draw_fp8(2.0f);
     for (int t = 0; t < bs; ++t) {
-      const float s = scale(rng);
+      const float s = c.exact_values ? std::ldexp(1.0f, -static_cast<int>(rng() % 8) - 4) : scale(rng);
       std::memcpy(base + bs * dim + 4 * t, &s, 4);
     }
     for (std::int64_t i = bs * (dim + 4); i < in.block_stride; ++i) base[i] = static_cast<std::uint8_t>(rng());
   }
   in.weights.resize(static_cast<std::size_t>(in.batch) * next_n * heads);
-  for (auto& w : in.weights) w = normal(rng) / std::sqrt(static_cast<float>(heads));
+  for (auto& w : in.weights)
+    w = c.exact_values ? static_cast<float>(static_cast<int>(rng() % 33) - 16) / 8.0f
+                       : normal(rng) / std::sqrt(static_cast<float>(heads));
   if (c.nan_weight_row >= 0 && c.nan_weight_row < in.batch * next_n)
     in.weights[static_cast<std::size_t>(c.nan_weight_row) * heads] = std::numeric_limits<float>::quiet_NaN();
   return in;
@@ -236,16 +233,69 @@ Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::
   return out;
 }
 
+std::vector<std::int32_t> histogram_of(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu) {
+  const auto ref_view = in.reference_view(c);
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * c.config.next_n;
+  std::vector<double> stored(static_cast<std::size_t>(rows * in.logits_stride));
+  for (std::size_t i = 0; i < stored.size(); ++i) stored[i] = read_logit(gpu, i, c.config.logits);
+  std::vector<std::int64_t> lengths(static_cast<std::size_t>(rows));
+  for (std::int64_t r = 0; r < rows; ++r)
+    lengths[r] = reference::row_length(ref_view, static_cast<int>(r / c.config.next_n), static_cast<int>(r % c.config.next_n));
+  std::vector<std::int32_t> hist;
+  reference::add_coarse_histogram(stored, in.logits_stride, lengths, c.config.logits, hist);
+  return hist;
+}
+
+namespace {
+
+std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase& c, DeviceInputs& d, const LogitsViews& v,
+                                              const TensorView& histogram) {
+  d.logits.fill(kPoison);
+  PagedMqaLogitsOptions options;
+  options.fill_masked = c.fill_masked;
+  options.histogram = histogram;
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
+  gpu.synchronize();
+  return d.logits.to_host<std::uint8_t>(d.logits.bytes());
+}
+
+}  // namespace
+
 Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c) {
   const HostInputs in = make_inputs(c);
   DeviceInputs d = upload(in, c);
-  d.logits.fill(kPoison);
   const LogitsViews v = views(d, in, c);
-  PagedMqaLogitsOptions options;
-  options.fill_masked = c.fill_masked;
-  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
-  gpu.synchronize();
-  return compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes()));
+  if (!c.config.histogram) return compare_logits(c, in, launch_and_download(gpu, c, d, v, {}));
+
+  // Histogram kernel: the logits as without it, bitwise; the counts those of the stored logits; a
+  // second call adds the same counts again.
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * c.config.next_n;
+  DeviceBuffer hist_buffer(static_cast<std::size_t>(rows) * kCoarseBins * 4);
+  hist_buffer.fill(0);
+  const TensorView hist = TensorView::contiguous(hist_buffer.data(), DType::i32, {rows, kCoarseBins});
+  const std::vector<std::uint8_t> with = launch_and_download(gpu, c, d, v, hist);
+  Comparison out = compare_logits(c, in, with);
+  auto fail = [&](const std::string& what) {
+    if (out.passed) out.failure = fmt::format("{} in case {}", what, describe(c));
+    out.passed = false;
+  };
+  const std::vector<std::int32_t> want = histogram_of(c, in, with);
+  const auto once = hist_buffer.to_host<std::int32_t>(want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (once[i] != want[i]) {
+      fail(fmt::format("histogram row {} bin {}: GPU {}, reference {}", i / kCoarseBins, i % kCoarseBins, once[i], want[i]));
+      break;
+    }
+  if (launch_and_download(gpu, c, d, v, hist) != with) fail("a second call with the histogram changed the logits");
+  const auto twice = hist_buffer.to_host<std::int32_t>(want.size());
+  for (std::size_t i = 0; i < want.size(); ++i)
+    if (twice[i] != 2 * want[i]) {
+      fail(fmt::format("histogram row {} bin {} after two calls: {}, expected {}", i / kCoarseBins, i % kCoarseBins,
+                       twice[i], 2 * want[i]));
+      break;
+    }
+  if (launch_and_download(gpu, c, d, v, {}) != with) fail("the logits differ with and without the histogram");
+  return out;
 }
 
 }  // namespace flash_indexer::check

@@ -22,6 +22,9 @@ struct LogitsCase {
   std::int64_t block_stride_padding = 32;  // bytes after each block (a multiple of 16)
   int nan_weight_row = -1;            // this row gets a NaN weight (all its live scores are NaN)
   bool wide_values = false;           // raw random FP8 bytes: the whole range, FP16 overflow included
+  // Small integers for q and k, weights in steps of 1/8, power-of-two scales: every FP32 sum is exact,
+  // so the GPU logits equal the reference bit for bit (and ties are frequent).
+  bool exact_values = false;
   std::uint64_t seed = 1;
 };
 
@@ -69,7 +72,12 @@ struct Comparison {
 // Compares downloaded logits (raw bytes, row stride in.logits_stride) with the reference.
 Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
 
-// Uploads, poisons, launches, downloads and compares.
+// The reference histogram (CONTRACT 3) of downloaded logits: each row's live, non-NaN values as stored.
+std::vector<std::int32_t> histogram_of(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
+
+// Uploads, poisons, launches, downloads and compares. For a histogram configuration it also checks the
+// counts against histogram_of(), that a second call doubles them, and that the logits are bitwise the
+// same as without the histogram.
 Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c);
 
 std::string describe(const LogitsCase& c);

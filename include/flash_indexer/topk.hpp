@@ -1,0 +1,77 @@
+#pragma once
+// Exact top-k selection over indexer logits (CONTRACT section 4): per row, the columns of the k largest
+// live scores; NaN is never selected; -0 equals +0; equal scores go to the lower column; -1 pads rows
+// with fewer than k selectable columns; the output bytes are deterministic.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flash_indexer/arch.hpp"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/tensor.hpp"
+
+namespace flash_indexer {
+
+constexpr int kMaxTopk = 2048;
+
+// One compiled selector kernel (k, lengths form, histogram use and sorting are run-time arguments).
+struct TopkConfig {
+  LogitsDType logits = LogitsDType::f32;
+  Arch arch{9, 0, true};
+
+  // e.g. topk.radix.in-f16.sm_90a
+  std::string key() const;
+  static TopkConfig parse_key(std::string_view key);
+  void check_supported() const;
+
+  friend bool operator==(const TopkConfig&, const TopkConfig&) = default;
+};
+
+std::vector<TopkConfig> supported_topk_configs(const Arch& arch);
+
+struct TopkOptions {
+  // Each row's indices in ascending column order. Without it the order is unspecified but still
+  // deterministic (run after run, the same bytes).
+  bool sorted = false;
+  // The decode form of 1-D lengths (CONTRACT 1, the MTP rule): lengths is int32 [rows / next_n] and row
+  // r = b * next_n + j has lengths[b] - next_n + j + 1 columns. 0: 1-D lengths are per row.
+  int next_n = 0;
+  // Optional coarse histogram of exactly these logits and lengths (CONTRACT 3), as the logits kernel
+  // writes it: int32 [rows, 1024], contiguous. The selector then skips its own counting pass. A
+  // histogram that does not add up is detected per row; that row is selected from its own counts.
+  TensorView histogram{};
+  // Optional second output: the selected scores as stored, widened to float32 [rows, k], contiguous;
+  // -inf in the padding slots (index -1).
+  TensorView values{};
+};
+
+// What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the
+// call, e.g. to notice a stale histogram in a pipeline.
+struct TopkRowReport {
+  std::int32_t histogram_use;    // 0: none given, counted; 1: the given one was used; 2: it did not add up, recounted
+  std::int32_t threshold_bin;    // coarse bin of the k-th score; 1024 when every selectable column was taken
+  std::int32_t threshold_count;  // columns in that bin
+  std::int32_t row_passes;       // extra passes over the row: the threshold bin outgrew the on-chip buffer
+};
+
+// Bytes of workspace topk() needs for `rows` rows (allocate once; nothing is allocated per call).
+std::size_t topk_workspace_bytes(std::int64_t rows);
+
+// Tensor arguments (device memory; strides in elements):
+//   logits     float32 / float16 / bfloat16 [rows, width], inner stride 1, row stride >= width
+//   lengths    int32 [rows]; or int32 [B, next_n] with B * next_n = rows; or int32 [B] with
+//              options.next_n (the MTP rule); contiguous. Clamped to [0, width].
+//   indices    int32 [rows, k], contiguous; 1 <= k <= 2048 (k is indices.shape[1])
+//   workspace  uint8, at least topk_workspace_bytes(rows) bytes, 16-byte aligned; afterwards it holds a
+//              TopkRowReport per row
+// Launches on `stream` without allocating, copying or synchronizing (capturable once the kernel is
+// loaded: the first call per dtype compiles or reads the disk cache and must not be captured).
+void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,
+          Stream stream, const TopkOptions& options = {});
+
+// Loads (compiling on a cache miss) the selector for `config` in the current context.
+void warm_topk(const TopkConfig& config);
+
+}  // namespace flash_indexer

@@ -1,0 +1,55 @@
+#pragma once
+// Block-wide prefix sums for kernels whose writes must land in a fixed order (deterministic output
+// positions instead of atomic arrival order).
+
+namespace flash_indexer {
+namespace kernels {
+
+template <int kThreads>
+struct BlockScan {
+  static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 32");
+  static constexpr int kWarps = kThreads / 32;
+
+  // Exclusive prefix sum of `x` over the threads in index order; `total` gets the sum over the block.
+  // `scratch` holds kWarps + 1 values in shared memory and is free again when this returns. Every
+  // thread of the block must call it.
+  template <class T>
+  __device__ static T exclusive(T x, T* scratch, T& total) {
+    const int lane = threadIdx.x & 31;
+    const int warp = threadIdx.x >> 5;
+    T inclusive = x;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const T y = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += y;
+    }
+    if (lane == 31) scratch[warp] = inclusive;
+    __syncthreads();
+    if (warp == 0) {
+      const T own = lane < kWarps ? scratch[lane] : T(0);
+      T running = own;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const T y = __shfl_up_sync(0xffffffffu, running, d);
+        if (lane >= d) running += y;
+      }
+      if (lane < kWarps) scratch[lane] = running - own;
+      if (lane == kWarps - 1) scratch[kWarps] = running;
+    }
+    __syncthreads();
+    total = scratch[kWarps];
+    const T result = scratch[warp] + inclusive - x;
+    __syncthreads();
+    return result;
+  }
+
+  template <class T>
+  __device__ static T sum(T x, T* scratch) {
+    T total;
+    exclusive(x, scratch, total);
+    return total;
+  }
+};
+
+}  // namespace kernels
+}  // namespace flash_indexer

@@ -1,0 +1,32 @@
+#pragma once
+// Kernel parameters of the top-k selector, shared verbatim by the host launcher and the device code
+// (plain types only: compiled by both the host compiler and NVRTC).
+
+namespace flash_indexer {
+namespace kernels {
+
+struct TopkParams {
+  const void* logits;       // [rows, width] FP32/FP16/BF16, row stride logits_stride
+  const int* lengths;       // see lengths_next_n
+  const int* histogram;     // [rows, 1024] coarse-bin counts of these logits, or null
+  int* indices;             // [rows, k], contiguous
+  float* values;            // [rows, k], contiguous, or null
+  int* report;              // [rows, 4]: TopkRowReport (the op's workspace)
+  long long logits_stride;  // elements
+  int rows;
+  int width;
+  int lengths_next_n;  // 0: row r has lengths[r]; n > 0: lengths is [rows / n], row r = b*n + j has lengths[b] - n + j + 1
+  int k;               // 1..kMaxTopk
+  int sorted;          // 1: each row's indices in ascending column order
+};
+
+constexpr int kMaxTopk = 2048;
+constexpr int kTopkThreads = 512;
+// Threshold-bin candidates the selector keeps in shared memory; a bigger threshold bin is refined with
+// extra passes over the row instead (never dropped).
+constexpr int kTopkCandidates = 4096;
+// Ints per row in the workspace (the row report).
+constexpr int kTopkReportInts = 4;
+
+}  // namespace kernels
+}  // namespace flash_indexer

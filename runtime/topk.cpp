@@ -1,0 +1,177 @@
+// Top-k selection: configuration keys, codegen, argument validation and the launch.
+#include "flash_indexer/topk.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "../kernels/topk_params.cuh"
+#include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+#include "kernel_registry.hpp"
+#include "tensor_checks.hpp"
+#include "topk_kernel.hpp"
+
+namespace flash_indexer {
+namespace {
+
+static_assert(kMaxTopk == kernels::kMaxTopk);
+static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
+
+constexpr std::string_view kOp = "topk";
+
+struct ConfigHash {
+  std::size_t operator()(const TopkConfig& c) const { return static_cast<std::size_t>(c.logits); }
+};
+
+KernelRegistry<TopkConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<TopkConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(TopkConfig config, CUstream stream) {
+  config.arch = Arch{};
+  const CUcontext context = current_context(kOp);
+  return registry().get(context, config, stream, [&] {
+    TopkConfig full = config;
+    full.arch = current_device_arch();
+    return topk_kernel_spec(full);
+  });
+}
+
+struct Launch {
+  TopkConfig config;
+  kernels::TopkParams params{};
+};
+
+// Every argument check of the op, in one place.
+Launch validate(const TensorView& logits, const TensorView& lengths, const TensorView& indices,
+                const TensorView& workspace, const TopkOptions& options) {
+  Launch l;
+  TensorChecks oc(kOp, "logits", logits);
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).stride(1, 1).not_null().aligned(dtype_size(logits.dtype));
+  const std::int64_t rows = logits.shape[0], width = logits.shape[1];
+  if (rows < 0 || rows > INT_MAX) oc.fail("rows = logits.shape[0] in 0..2^31-1", std::to_string(rows));
+  if (width < 0 || width > INT_MAX - 8192) oc.fail("a width in 0..2^31-8193", std::to_string(width));
+  if (rows > 1 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
+  l.config.logits = logits_dtype_of(logits.dtype);
+
+  TensorChecks lc(kOp, "lengths", lengths);
+  lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
+  if (options.next_n < 0 || options.next_n > 64)
+    throw Error(fmt::format("topk: options.next_n: expected 0 (per-row lengths) or 1..64, got {}", options.next_n));
+  int lengths_next_n = 0;
+  if (lengths.rank == 2) {
+    if (options.next_n != 0 && options.next_n != lengths.shape[1])
+      lc.fail(fmt::format("shape[1] = options.next_n = {}", options.next_n), std::to_string(lengths.shape[1]));
+    if (lengths.shape[0] * lengths.shape[1] != rows)
+      lc.fail(fmt::format("[B, next_n] with B * next_n = rows = {}", rows), lc.shape());
+  } else if (options.next_n > 0) {
+    if (lengths.shape[0] * options.next_n != rows)
+      lc.fail(fmt::format("[B] with B * next_n ({}) = rows = {}", options.next_n, rows), lc.shape());
+    lengths_next_n = options.next_n;
+  } else {
+    lc.dim(0, rows, "rows");
+  }
+
+  TensorChecks ic(kOp, "indices", indices);
+  ic.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").contiguous().not_null().aligned(4);
+  const std::int64_t k = indices.shape[1];
+  if (k < 1 || k > kMaxTopk) ic.fail(fmt::format("k = indices.shape[1] in 1..{}", kMaxTopk), std::to_string(k));
+
+  if (options.values.rank != 0) {
+    TensorChecks vc(kOp, "values", options.values);
+    vc.dtype({DType::f32}).rank({2}).dim(0, rows, "rows").dim(1, k, "k").contiguous().not_null().aligned(4);
+  }
+  if (options.histogram.rank != 0) {
+    TensorChecks hc(kOp, "histogram", options.histogram);
+    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+  }
+
+  TensorChecks wc(kOp, "workspace", workspace);
+  wc.dtype({DType::u8}).rank({1}).contiguous().not_null().aligned(16);
+  const std::size_t need = topk_workspace_bytes(rows);
+  if (static_cast<std::size_t>(workspace.shape[0]) < need)
+    wc.fail(fmt::format("at least topk_workspace_bytes({}) = {} bytes", rows, need), std::to_string(workspace.shape[0]));
+
+  auto& p = l.params;
+  p.logits = logits.data;
+  p.lengths = static_cast<const int*>(lengths.data);
+  p.histogram = static_cast<const int*>(options.histogram.data);
+  p.indices = static_cast<int*>(indices.data);
+  p.values = static_cast<float*>(options.values.data);
+  p.report = static_cast<int*>(workspace.data);
+  p.logits_stride = logits.strides[0];
+  p.rows = static_cast<int>(rows);
+  p.width = static_cast<int>(width);
+  p.lengths_next_n = lengths_next_n;
+  p.k = static_cast<int>(k);
+  p.sorted = options.sorted;
+  return l;
+}
+
+}  // namespace
+
+std::string TopkConfig::key() const { return fmt::format("topk.radix.in-{}.{}", logits_name(logits), arch.name()); }
+
+TopkConfig TopkConfig::parse_key(std::string_view key) {
+  const std::vector<std::string_view> parts = split_key(key);
+  const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
+  if (parts.size() != 4 || parts[0] != "topk" || parts[1] != "radix" || !in)
+    throw Error(fmt::format("kernel key \"{}\": expected topk.radix.in-<f32|f16|bf16>.<arch>", key));
+  TopkConfig c;
+  c.logits = *in;
+  c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
+  c.check_supported();
+  return c;
+}
+
+void TopkConfig::check_supported() const {
+  if (arch.major < 8)
+    throw Error(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
+}
+
+std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
+  return {{LogitsDType::f32, arch}, {LogitsDType::f16, arch}, {LogitsDType::bf16, arch}};
+}
+
+KernelSpec topk_kernel_spec(const TopkConfig& c) {
+  c.check_supported();
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = "fi_" + spec.key;
+  for (char& ch : spec.entry)
+    if (ch == '.' || ch == '-') ch = '_';
+  spec.threads = kernels::kTopkThreads;
+  spec.smem_bytes = 0;  // static shared memory only
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"topk_radix.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_radix<flash_indexer::kernels::LogitsOut::{in}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+      fmt::arg("in", logits_name(c.logits)));
+  spec.config = {{"kind", "topk"}, {"variant", "radix"}, {"logits", logits_name(c.logits)}, {"arch", c.arch.name()}};
+  return spec;
+}
+
+std::size_t topk_workspace_bytes(std::int64_t rows) {
+  return static_cast<std::size_t>(std::max<std::int64_t>(rows, 1)) * sizeof(TopkRowReport);
+}
+
+void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,
+          Stream stream, const TopkOptions& options) {
+  Launch l = validate(logits, lengths, indices, workspace, options);
+  if (l.params.rows == 0) return;
+  const LoadedKernel& kernel = loaded_kernel(l.config, stream);
+  void* args[] = {&l.params};
+  launch_kernel(kernel, static_cast<unsigned>(l.params.rows), 1, 1, stream, args);
+}
+
+void warm_topk(const TopkConfig& config) { loaded_kernel(config, nullptr); }
+
+}  // namespace flash_indexer

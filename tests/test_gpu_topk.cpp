@@ -1,0 +1,214 @@
+// GPU tests of the top-k selector against the CPU reference: every dtype x k x histogram x sorted, with
+// the adversarial rows of the issue (lengths 0, 1, k-1, k, k+1, 65 537, a 100K single-bin row, ties,
+// +-inf, NaN, signed zeros, unit bins) and random distributions; stale histograms; 20 runs with
+// identical bytes; the decode forms of the lengths; logits kernel -> top-k end to end; CUDA graphs.
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "logits_check.hpp"
+#include "test_support.hpp"
+#include "topk_check.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+
+namespace {
+
+const char* dtype_name(LogitsDType t) { return t == LogitsDType::f32 ? "f32" : t == LogitsDType::f16 ? "f16" : "bf16"; }
+
+void require_pass(const ck::TopkComparison& r) {
+  INFO(r.failure);
+  CHECK(r.selected > 0);
+  REQUIRE(r.passed);
+}
+
+// The adversarial rows plus random rows of each distribution at random lengths.
+std::vector<ck::RowSpec> test_rows(int k, std::mt19937_64& rng) {
+  std::vector<ck::RowSpec> rows = ck::adversarial_rows(k);
+  std::uniform_int_distribution<std::int64_t> length(0, 40000);
+  for (ck::RowKind kind : {ck::RowKind::normal, ck::RowKind::heavy_tailed, ck::RowKind::relu, ck::RowKind::unit_bins})
+    rows.push_back({kind, length(rng)});
+  std::shuffle(rows.begin(), rows.end(), rng);
+  return rows;
+}
+
+void run_configuration(LogitsDType dtype, int k, bool histogram, bool sorted) {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  ck::TopkCase c;
+  c.dtype = dtype;
+  c.k = k;
+  c.sorted = sorted;
+  c.values = !sorted || k != 7;  // once without the values output
+  c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
+  c.rows = test_rows(k, rng);
+  c.runs = sorted ? 2 : 20;
+  c.seed = rng();
+  require_pass(ck::run_topk_case(test::gpu_session(), c));
+  if (!histogram) return;
+  // Histograms that do not describe these logits: the answer stays exact (the row falls back).
+  for (ck::HistogramMode mode : {ck::HistogramMode::doubled, ck::HistogramMode::zeroed, ck::HistogramMode::other_data,
+                                 ck::HistogramMode::random}) {
+    c.histogram = mode;
+    c.rows = test_rows(k, rng);
+    c.runs = 1;
+    c.seed = rng();
+    require_pass(ck::run_topk_case(test::gpu_session(), c));
+  }
+}
+
+const bool registered = [] {
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+    for (int k : {1, 7, 512, 1024, 2048})
+      for (bool histogram : {false, true})
+        for (bool sorted : {false, true})
+          test::register_test(fmt::format("gpu topk in-{} k{} hist{} {}", dtype_name(dtype), k, histogram ? 1 : 0,
+                                          sorted ? "sorted" : "unsorted"),
+                              "[gpu][topk]", [=] { run_configuration(dtype, k, histogram, sorted); });
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("gpu: top-k with decode-form lengths ([B] with the MTP rule, and [B, next_n])", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (int next_n : {1, 2, 4}) {
+    for (bool two_d : {false, true}) {
+      ck::TopkCase c;
+      c.dtype = LogitsDType::f16;
+      c.k = 512;
+      c.next_n = two_d ? next_n : next_n;
+      c.lengths_2d = two_d;
+      c.request_lengths = {0, 1, 3, 600, 513, 20000, static_cast<std::int32_t>(rng() % 30000)};
+      for (std::int32_t len : c.request_lengths)
+        for (int j = 0; j < next_n; ++j)
+          c.rows.push_back({ck::RowKind::relu, std::int64_t{len} - next_n + j + 1});
+      if (two_d) {  // [B, next_n] holds the row lengths themselves
+        c.request_lengths.clear();
+        for (const auto& row : c.rows) c.request_lengths.push_back(static_cast<std::int32_t>(row.length));
+      }
+      c.seed = rng();
+      INFO("next_n " << next_n << (two_d ? " 2-D" : " 1-D"));
+      require_pass(ck::run_topk_case(test::gpu_session(), c));
+    }
+  }
+}
+
+TEST_CASE("gpu: top-k over many short rows (grid of 5000 rows)", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  ck::TopkCase c;
+  c.dtype = LogitsDType::bf16;
+  c.k = 64;
+  for (int i = 0; i < 5000; ++i) c.rows.push_back({ck::RowKind::relu, static_cast<std::int64_t>(rng() % 700)});
+  c.histogram = ck::HistogramMode::exact;
+  c.seed = rng();
+  require_pass(ck::run_topk_case(test::gpu_session(), c));
+}
+
+// Logits kernel with the fused histogram, then the selector with that histogram: the indices equal the
+// reference top-k of the reference logits rounded to the logits dtype (exact-arithmetic inputs make the
+// GPU logits equal to the reference bit for bit), and every row uses the histogram as given.
+TEST_CASE("gpu: logits + histogram -> top-k end to end equals the reference", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+    for (int next_n : {1, 3}) {
+      for (int k : {7, 512, 2048}) {
+        ck::LogitsCase lc;
+        lc.config = {next_n, 64, 128, 64, true, dtype, {}};
+        lc.lens_2d = false;
+        lc.lengths = {static_cast<int>(rng() % 9000) + 3000, 2100, 10, 0, static_cast<int>(rng() % 20000)};
+        lc.exact_values = true;
+        lc.nan_weight_row = 1;
+        lc.seed = rng();
+        INFO("logits " << ck::describe(lc) << " k " << k);
+        const ck::HostInputs in = ck::make_inputs(lc);
+        ck::DeviceInputs d = ck::upload(in, lc);
+        const ck::LogitsViews v = ck::views(d, in, lc);
+        const std::int64_t rows = static_cast<std::int64_t>(in.batch) * next_n;
+        ck::DeviceBuffer hist(static_cast<std::size_t>(rows) * kCoarseBins * 4);
+        hist.fill(0);
+        d.logits.fill(ck::kPoison);
+        PagedMqaLogitsOptions lo;
+        lo.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+        paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, test::gpu_session().stream(), lo);
+
+        ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * k * 4), workspace(topk_workspace_bytes(rows));
+        indices.fill(ck::kPoison);
+        TopkOptions to;
+        to.histogram = lo.histogram;
+        to.next_n = next_n;
+        to.sorted = true;
+        topk(v.logits, v.context_lens, TensorView::contiguous(indices.data(), DType::i32, {rows, k}),
+             TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())}),
+             test::gpu_session().stream(), to);
+        test::gpu_session().synchronize();
+
+        const auto ref_view = in.reference_view(lc);
+        const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
+        std::vector<float> rounded(ref.size());
+        for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(dtype, static_cast<float>(ref[i]));
+        std::vector<std::int64_t> lengths;
+        for (std::int64_t r = 0; r < rows; ++r)
+          lengths.push_back(reference::row_length(ref_view, static_cast<int>(r / next_n), static_cast<int>(r % next_n)));
+        const auto want = reference::topk(rounded, in.width, in.width, lengths, k, true);
+        const auto got = indices.to_host<std::int32_t>(want.indices.size());
+        CHECK(got == want.indices);
+        const auto reports = workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows));
+        for (const auto& rep : reports) CHECK(rep.histogram_use == 1);
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: a captured top-k replays correctly with new logits and lengths", "[gpu][topk]") {
+  test::require_gpu();
+  const auto& cu = driver::api();
+  std::mt19937_64 rng(test::fresh_seed());
+  const std::int64_t rows = 6, width = 70000, k = 2048;
+  ck::DeviceBuffer logits(rows * width * 4), lengths(rows * 4), indices(rows * k * 4), workspace(topk_workspace_bytes(rows));
+  const TensorView lv = TensorView::contiguous(logits.data(), DType::f32, {rows, width});
+  const TensorView nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
+  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
+  const TensorView wv = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+  TopkOptions options;
+  options.sorted = true;
+  CUstream stream = test::gpu_session().stream();
+  logits.fill(0);
+  lengths.fill(0);
+  topk(lv, nv, iv, wv, stream, options);  // loads the kernel outside the capture
+  test::gpu_session().synchronize();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  topk(lv, nv, iv, wv, stream, options);
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+  std::normal_distribution<float> normal;
+  for (int replay = 0; replay < 3; ++replay) {
+    std::vector<float> host(rows * width);
+    for (auto& x : host) x = normal(rng);
+    std::vector<std::int32_t> lens(rows);
+    std::vector<std::int64_t> lens64;
+    for (auto& l : lens) {
+      l = static_cast<std::int32_t>(rng() % (width + 1));
+      lens64.push_back(l);
+    }
+    logits.upload(host.data(), host.size() * 4);
+    lengths.upload(lens.data(), lens.size() * 4);
+    indices.fill(0x7d);
+    FI_CU(cuGraphLaunch, "test", exec, stream);
+    test::gpu_session().synchronize();
+    const auto want = reference::topk(host, width, width, lens64, static_cast<int>(k), true);
+    CHECK(indices.to_host<std::int32_t>(want.indices.size()) == want.indices);
+  }
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+}
