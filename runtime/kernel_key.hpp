@@ -50,10 +50,6 @@ inline std::optional<LogitsDType> logits_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-inline DType tensor_dtype(LogitsDType t) {
-  return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16;
-}
-
 inline LogitsDType logits_dtype_of(DType t) {
   return t == DType::f16 ? LogitsDType::f16 : t == DType::bf16 ? LogitsDType::bf16 : LogitsDType::f32;
 }

@@ -19,7 +19,10 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/jit.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
+#include "recall.hpp"
+#include "topk_check.hpp"
 #include "nvrtc_compiler.hpp"
 #include "kernel_catalog.hpp"
 
@@ -32,8 +35,8 @@ constexpr int kUsageError = 2;
 
 const char* const kMainUsage = R"(usage: flash-indexer <command> [options]
 
-The kernel cache and the kernels of FlashIndexer (paged MQA logits of the DeepSeek Sparse Attention
-indexer), from the command line.
+The kernel cache and the kernels of FlashIndexer (paged MQA logits and top-k selection of the
+DeepSeek Sparse Attention indexer), from the command line.
 
 commands:
   warm    compile and cache a set of kernel configurations (works without a GPU with --arch)
@@ -41,6 +44,7 @@ commands:
   clear   remove every cached kernel
   info    NVRTC and driver versions, GPUs, cache directory and size
   check   run the kernels on the GPU against the CPU reference and print a table
+  recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
 
 Run 'flash-indexer <command> --help' for the options of a command.
 )";
@@ -52,7 +56,8 @@ Compiles every configuration of the manifest (default: every configuration the l
 ARCH and stores it in the cache. Entries already cached are hits and are not compiled again.
 
   --arch ARCH        target such as sm_90a (H100/H200), sm_80, sm_86, sm_89; default: the GPU present
-  --manifest FILE    JSON {"kernels": ["paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8", ...]}
+  --manifest FILE    JSON {"kernels": ["paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8",
+                     "topk.radix.in-f16", ...]}
                      (keys without the arch take ARCH; keys ending in an arch keep theirs)
   --jobs N           parallel compiles (default: the number of CPUs)
   --cache-dir DIR    cache directory (default: FLASH_INDEXER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
@@ -74,10 +79,24 @@ Prints the NVRTC and driver versions, the GPUs present, the cache directory, its
 )"},
     {"check", R"(usage: flash-indexer check [--quick]
 
-Runs the paged MQA logits kernel on fresh random inputs for a set of configurations on GPU 0, compares
-each result with the CPU reference and prints one table row per case. Exits 1 if any case fails.
+Runs the paged MQA logits kernel (with and without the fused histogram) and the top-k selector on
+fresh random inputs on GPU 0, compares each result with the CPU reference and prints one table row
+per case. Exits 1 if any case fails.
 
-  --quick            three small cases instead of the full table
+  --quick            a few small cases instead of the full table
+)"},
+    {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
+
+On synthetic indexer inputs (FP8 q and k from N(0, 4), per-head weights of mixed sign, next_n = 1),
+computes the logits as FP32, FP16 and BF16 with the fused histogram, selects the exact top-k of each,
+and prints the recall of the FP32 set per context length: mean, median, worst row, and the number of
+indices per row that differ.
+
+  --k K              top-k size (default 2048)
+  --heads H          16, 32 or 64 (default 64)
+  --rows N           requests per length (default 16)
+  --lengths LIST     context lengths (default 8192,32768,65536,131072)
+  --seed S           input seed (default 1)
 )"},
 };
 
@@ -337,10 +356,16 @@ int cmd_check(const Args& args) {
   add(1, 64, 128, L::f32, {0, 1, 63, 64, 65, 1000}, false);
   add(2, 64, 128, L::f16, {4096, 100, 0, 1, 777, 64, 65, 5}, true);
   add(4, 32, 128, L::bf16, {2000, 70}, false);
+  add(2, 64, 128, L::f16, {3000, 2999, 10, 0}, true);
+  cases.back().config.histogram = true;  // also checks the counts, doubling and bitwise-equal logits
   if (!args.has("--quick")) {
     add(3, 16, 64, L::f32, {130, 2, 900}, false);
     add(1, 64, 128, L::f16, std::vector<int>(8, 8192), false);
     add(2, 32, 128, L::bf16, {8000, 1, 64, 65}, true);
+    add(1, 32, 64, L::bf16, {5000, 64, 1}, false);
+    cases.back().config.histogram = true;
+    add(3, 64, 128, L::f32, {9000, 100}, false);
+    cases.back().config.histogram = true;
   }
   std::printf("flash-indexer check on %s (GPU 0)\n", gpu.device_name().c_str());
   std::printf("%-70s %8s %12s %s\n", "case", "logits", "diff", "result");
@@ -354,8 +379,76 @@ int cmd_check(const Args& args) {
       ++failed;
     }
   }
-  std::printf("%zu cases, %d failed\n", cases.size(), failed);
+  std::vector<ck::TopkCase> topk_cases;
+  for (L dtype : {L::f32, L::f16, L::bf16}) {
+    for (int k : {512, 2048}) {
+      ck::TopkCase c;
+      c.dtype = dtype;
+      c.k = k;
+      c.rows = ck::adversarial_rows(k);
+      c.histogram = k == 2048 ? ck::HistogramMode::exact : ck::HistogramMode::none;
+      c.sorted = k == 512;
+      c.runs = 3;
+      c.seed = seed++;
+      if (!args.has("--quick") || (dtype == L::f16 && k == 2048)) topk_cases.push_back(std::move(c));
+    }
+  }
+  std::printf("%-70s %8s %12s %s\n", "top-k case", "selected", "", "result");
+  for (const auto& c : topk_cases) {
+    const ck::TopkComparison r = ck::run_topk_case(gpu, c);
+    std::printf("%-70s %8lld %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.selected), "",
+                r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  std::printf("%zu cases, %d failed\n", cases.size() + topk_cases.size(), failed);
   return failed == 0 ? 0 : 1;
+}
+
+std::vector<int> parse_int_list(const std::string& name, const std::string& text) {
+  std::vector<int> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    try {
+      std::size_t used = 0;
+      const int n = std::stoi(item, &used);
+      if (used != item.size() || n < 1) throw std::invalid_argument(item);
+      out.push_back(n);
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("{} expects positive integers separated by commas, got '{}'", name, text));
+    }
+    start = comma + 1;
+  }
+  return out;
+}
+
+int cmd_recall(const Args& args) {
+  namespace ck = fi::check;
+  ck::RecallOptions o;
+  o.k = args.int_value("--k", o.k, 1);
+  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.heads = args.int_value("--heads", o.heads, 1);
+  if (o.heads != 16 && o.heads != 32 && o.heads != 64) throw UsageError(fmt::format("--heads expects 16, 32 or 64, got {}", o.heads));
+  o.rows = args.int_value("--rows", o.rows, 1);
+  o.seed = static_cast<std::uint64_t>(args.int_value("--seed", 1, 0));
+  if (auto l = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *l);
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "recall needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  ck::GpuSession gpu;
+  std::printf("flash-indexer recall on %s: k = %d, H = %d, D = %d, %d rows per length, seed %llu\n",
+              gpu.device_name().c_str(), o.k, o.heads, o.head_dim, o.rows, static_cast<unsigned long long>(o.seed));
+  std::printf("%-8s %-6s %10s %10s %10s %14s %12s\n", "length", "logits", "mean", "median", "worst", "changed/row", "max changed");
+  for (const auto& s : ck::measure_recall(gpu, o))
+    std::printf("%-8d %-6s %9.3f%% %9.3f%% %9.3f%% %14.2f %12d\n", s.length, s.dtype == fi::LogitsDType::f16 ? "FP16" : "BF16",
+                100 * s.mean, 100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
+  return 0;
 }
 
 }  // namespace
@@ -380,6 +473,7 @@ int main(int argc, char** argv) {
     if (command == "warm") valued = {"--arch", "--manifest", "--jobs", "--cache-dir"};
     if (command == "list") flags = {"--json"};
     if (command == "check") flags = {"--quick"}, valued = {};
+    if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
     const Args args(command, argc - 2, argv + 2, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);
@@ -389,6 +483,7 @@ int main(int argc, char** argv) {
     if (command == "list") return cmd_list(args);
     if (command == "clear") return cmd_clear(args);
     if (command == "info") return cmd_info(args);
+    if (command == "recall") return cmd_recall(args);
     return cmd_check(args);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flash-indexer %s: %s\n\n%s", command.c_str(), e.what(), usage->second.c_str());

@@ -21,6 +21,11 @@ using Stream = CUstream_st*;
 
 enum class LogitsDType : std::uint8_t { f32, f16, bf16 };
 
+// The tensor element type of logits of type `t`.
+constexpr DType tensor_dtype(LogitsDType t) {
+  return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16;
+}
+
 // One compiled kernel: everything that is a template argument of the device code.
 struct PagedMqaLogitsConfig {
   int next_n = 1;       // 1..8

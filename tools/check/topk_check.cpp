@@ -22,10 +22,6 @@ constexpr std::int64_t kPastWidth = std::int64_t{1} << 24;
 
 std::size_t element_bytes(LogitsDType t) { return t == LogitsDType::f32 ? 4 : 2; }
 
-DType tensor_dtype(LogitsDType t) {
-  return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16;
-}
-
 void store(LogitsDType t, std::vector<std::uint8_t>& bytes, std::size_t index, float x) {
   if (t == LogitsDType::f32) {
     std::memcpy(bytes.data() + index * 4, &x, 4);
