@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flash_indexer/arch.hpp"
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/tensor.hpp"
 
 struct CUstream_st;
