@@ -1,6 +1,7 @@
 #pragma once
 // Kernel parameters of the paged MQA logits kernels. Shared verbatim by the host launcher and the
 // device code (plain types only: this file is compiled by both the host compiler and NVRTC).
+#include "tensor_map.cuh"
 
 namespace flash_indexer {
 namespace kernels {
@@ -33,6 +34,41 @@ constexpr int kPortableThreads = 256;
 constexpr int portable_smem_bytes(int heads, int head_dim, int block_size) {
   return (block_size * (head_dim + 1) + heads * head_dim + heads + block_size +
           (kPortableThreads / block_size) * block_size) * 4;
+}
+
+// ---- the sm_90a kernel ----------------------------------------------------------------------
+
+// One CTA covers `blocks_per_split` KV blocks of one request (grid: splits x B): a producer warp
+// streams them through a TMA ring, two consumer warpgroups take alternate blocks.
+struct PagedMqaLogitsSm90Params {
+  PagedMqaLogitsParams p;
+  TensorMap kv_map;  // uint8 {head_dim, 64 tokens, num_blocks}, strides {head_dim, block stride} bytes
+  TensorMap q_map;   // uint8 {head_dim, B * next_n * heads}
+  int blocks_per_split;
+};
+
+constexpr int kSm90Stages = 4;
+constexpr int kSm90Consumers = 2;                       // warpgroups
+constexpr int kSm90Threads = 128 * (kSm90Consumers + 1);  // + the producer warpgroup
+constexpr int kSm90MaxNextN = 4;                        // N = next_n * heads <= 256 (one wgmma tile)
+
+constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
+struct Sm90Layout {
+  int q, k, scales, weights, histogram, barriers, invalid, bytes;
+};
+constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram) {
+  Sm90Layout l{};
+  l.q = 0;
+  l.k = round_up(next_n * heads * head_dim, 1024);
+  l.scales = l.k + kSm90Stages * 64 * head_dim;
+  l.weights = l.scales + kSm90Stages * 64 * 4;
+  l.histogram = l.weights + next_n * heads * 4;
+  l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);
+  l.invalid = l.barriers + (2 * kSm90Stages + 1) * 8;
+  l.bytes = l.invalid + kSm90Stages * 4 + 1024;  // + slack to align the base to 1024
+  return l;
 }
 
 }  // namespace kernels

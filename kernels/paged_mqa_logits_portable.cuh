@@ -12,6 +12,7 @@
 #include "coarse_histogram.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
+#include "paged_mqa_logits_rows.cuh"
 
 namespace flash_indexer {
 namespace kernels {
@@ -24,16 +25,6 @@ struct PortableSmem {
   static constexpr int kKeyFloats = kBlockSize * kKeyStride;
   static constexpr int kQueryFloats = kHeads * kHeadDim;
 };
-
-// Length of query row j of request b (CONTRACT 1), clamped to [0, width].
-template <int kNextN>
-__device__ __forceinline__ int row_length(const PagedMqaLogitsParams& p, int b, int j) {
-  long long len = p.lens_2d ? p.context_lens[b * kNextN + j]
-                            : static_cast<long long>(p.context_lens[b]) - kNextN + j + 1;
-  if (len < 0) len = 0;
-  if (len > p.width) len = p.width;
-  return static_cast<int>(len);
-}
 
 template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, bool kHistogram, LogitsOut kOut>
 __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {

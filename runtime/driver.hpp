@@ -20,7 +20,7 @@ namespace flash_indexer::driver {
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemsetD8)        \
   X(cuMemsetD8Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)         \
-  X(cuEventElapsedTime)
+  X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuMemsetD32Async) X(cuStreamWaitEvent)
 
 struct Api {
 #define FI_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

@@ -16,6 +16,10 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   kernel.key = spec.key;
   kernel.threads = spec.threads;
   kernel.smem_bytes = spec.smem_bytes;
+  kernel.variant = spec.variant;
+  CUdevice device = 0;
+  FI_CU(cuCtxGetDevice, spec.key, &device);
+  FI_CU(cuDeviceGetAttribute, spec.key, &kernel.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
   CUresult loaded = cu.cuModuleLoadData(&kernel.module, cached.cubin.data());
   if (loaded != CUDA_SUCCESS && cached.outcome == CacheOutcome::hit) {
     const char* name = nullptr;

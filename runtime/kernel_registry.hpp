@@ -20,6 +20,8 @@ struct LoadedKernel {
   CUfunction function = nullptr;
   unsigned threads = 0;
   unsigned smem_bytes = 0;
+  int variant = 0;          // KernelSpec::variant
+  int multiprocessors = 0;  // of the device the module was loaded on
 };
 
 // Loads spec in the current context (disk cache -> NVRTC on a miss -> cuModuleLoadData), sets the

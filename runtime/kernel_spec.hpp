@@ -15,6 +15,7 @@ struct KernelSpec {
   Arch arch;
   unsigned threads = 0;     // threads per CTA
   unsigned smem_bytes = 0;  // dynamic shared memory per CTA
+  int variant = 0;          // which kernel family of the op (op-defined), for its launcher
   nlohmann::json config;    // the configuration, for meta.json
 };
 

@@ -3,10 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <climits>
 
 #include "../kernels/paged_mqa_logits_params.cuh"
+#include "driver.hpp"
 #include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
@@ -22,8 +25,8 @@ constexpr std::string_view kOp = "paged_mqa_logits";
 // The hot-path registry key: the configuration without the arch (the context determines it).
 struct ConfigHash {
   std::size_t operator()(const PagedMqaLogitsConfig& c) const {
-    return ((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
-            static_cast<std::size_t>(c.logits)) * 2 + c.histogram;
+    return (((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
+            static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 + static_cast<std::size_t>(c.variant);
   }
 };
 
@@ -38,6 +41,8 @@ const LoadedKernel& loaded_kernel(PagedMqaLogitsConfig config, CUstream stream) 
   return registry().get(context, config, stream, [&] {
     PagedMqaLogitsConfig full = config;
     full.arch = current_device_arch();
+    full = full.resolved();
+    if (config.variant == PagedMqaLogitsVariant::sm90) full.check_supported();  // a forced sm90 must fit
     return paged_mqa_logits_kernel_spec(full);
   });
 }
@@ -126,6 +131,7 @@ Launch validate(const TensorView& q, const TensorView& kv_cache, const TensorVie
   p.width = static_cast<int>(width);
   p.lens_2d = context_lens.rank == 2;
   p.fill_masked = options.fill_masked;
+  l.config.variant = options.variant;
   l.grid_x = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.grid_y = static_cast<unsigned>(batch);
   return l;
@@ -133,18 +139,50 @@ Launch validate(const TensorView& q, const TensorView& kv_cache, const TensorVie
 
 }  // namespace
 
+const char* variant_name(PagedMqaLogitsVariant v) {
+  switch (v) {
+    case PagedMqaLogitsVariant::automatic: return "auto";
+    case PagedMqaLogitsVariant::portable: return "portable";
+    case PagedMqaLogitsVariant::sm90: return "sm90";
+  }
+  return "?";
+}
+
 std::string PagedMqaLogitsConfig::key() const {
-  return fmt::format("paged_mqa_logits.portable.n{}.h{}.d{}.bs{}.hist{}.out-{}.kv-fp8.{}", next_n, heads, head_dim,
-                     block_size, histogram ? 1 : 0, logits_name(logits), arch.name());
+  return fmt::format("paged_mqa_logits.{}.n{}.h{}.d{}.bs{}.hist{}.out-{}.kv-fp8.{}", variant_name(variant), next_n, heads,
+                     head_dim, block_size, histogram ? 1 : 0, logits_name(logits), arch.name());
+}
+
+namespace {
+bool portable_forced_by_environment() {
+  static const bool forced = [] {
+    const char* v = std::getenv("FLASH_INDEXER_KERNEL");
+    return v != nullptr && std::string_view(v) == "portable";
+  }();
+  return forced;
+}
+bool sm90_applies(const PagedMqaLogitsConfig& c) {
+  return c.arch.major == 9 && c.arch.minor == 0 && c.arch.arch_specific && c.next_n <= kernels::kSm90MaxNextN;
+}
+}  // namespace
+
+PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
+  PagedMqaLogitsConfig c = *this;
+  if (c.variant == PagedMqaLogitsVariant::automatic)
+    c.variant = sm90_applies(c) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90
+                                                                     : PagedMqaLogitsVariant::portable;
+  return c;
 }
 
 PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
-  if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || parts[1] != "portable" || parts[8] != "kv-fp8")
-    throw Error(fmt::format("kernel key \"{}\": expected paged_mqa_logits.portable.n<next_n>.h<heads>.d<head_dim>."
+  if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") ||
+      parts[8] != "kv-fp8")
+    throw Error(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
                             "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
                             key));
   PagedMqaLogitsConfig c;
+  c.variant = parts[1] == "sm90" ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   c.next_n = parse_int_after(parts[2], "n", key);
   c.heads = parse_int_after(parts[3], "h", key);
   c.head_dim = parse_int_after(parts[4], "d", key);
@@ -169,6 +207,14 @@ void PagedMqaLogitsConfig::check_supported() const {
   if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
   if (block_size != 64) fail("block_size 64", block_size);
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+  if (variant == PagedMqaLogitsVariant::automatic)
+    throw Error(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
+  if (variant == PagedMqaLogitsVariant::sm90) {
+    if (!(arch.major == 9 && arch.minor == 0 && arch.arch_specific))
+      throw Error(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
+                              key(), arch.name()));
+    if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
+  }
 }
 
 std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch) {
@@ -177,36 +223,89 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
     for (int heads : {16, 32, 64})
       for (int head_dim : {64, 128})
         for (bool histogram : {false, true})
-          for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-            configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch});
+          for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+            configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable});
+            const PagedMqaLogitsConfig sm90{next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::sm90};
+            if (sm90_applies(sm90)) configs.push_back(sm90);
+          }
   return configs;
 }
 
-KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& c) {
+KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
+  const PagedMqaLogitsConfig c = config.resolved();
   c.check_supported();
+  const bool sm90 = c.variant == PagedMqaLogitsVariant::sm90;
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;
   spec.entry = "fi_" + spec.key;
   for (char& ch : spec.entry)
     if (ch == '.' || ch == '-') ch = '_';
-  spec.threads = kernels::kPortableThreads;
-  spec.smem_bytes = static_cast<unsigned>(kernels::portable_smem_bytes(c.heads, c.head_dim, c.block_size));
-  spec.source = fmt::format(
-      "// {key}\n"
-      "#include \"paged_mqa_logits_portable.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
-      "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
-      "}}\n",
-      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
-      fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
-      fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
-  spec.config = {{"kind", "paged_mqa_logits"}, {"variant", "portable"}, {"next_n", c.next_n},
+  spec.variant = static_cast<int>(c.variant);
+  if (sm90) {
+    spec.threads = kernels::kSm90Threads;
+    spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram).bytes);
+    spec.source = fmt::format(
+        "// {key}\n"
+        "#include \"paged_mqa_logits_sm90.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({threads}, 1) {entry}(const __grid_constant__ "
+        "flash_indexer::kernels::PagedMqaLogitsSm90Params p) {{\n"
+        "  flash_indexer::kernels::paged_mqa_logits_sm90<{n}, {h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+        "}}\n",
+        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+        fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim),
+        fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+  } else {
+    spec.threads = kernels::kPortableThreads;
+    spec.smem_bytes = static_cast<unsigned>(kernels::portable_smem_bytes(c.heads, c.head_dim, c.block_size));
+    spec.source = fmt::format(
+        "// {key}\n"
+        "#include \"paged_mqa_logits_portable.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
+        "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+        "}}\n",
+        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+        fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
+        fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+  }
+  spec.config = {{"kind", "paged_mqa_logits"}, {"variant", variant_name(c.variant)}, {"next_n", c.next_n},
                  {"heads", c.heads},           {"head_dim", c.head_dim},  {"block_size", c.block_size},
                  {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", "fp8"},
                  {"arch", c.arch.name()}};
   return spec;
 }
+
+namespace {
+
+// TMA maps of the sm90 kernel: the key tiles of the paged cache as {D bytes, 64 tokens, block}, and
+// the query rows as {D bytes, B * next_n * H}; swizzled as wide as a row (wgmma's K-major layout).
+void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLogitsConfig& c) {
+  const auto& p = sp.p;
+  const CUtensorMapSwizzle swizzle = c.head_dim == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  {
+    const std::int64_t block_stride =
+        p.num_blocks > 1 ? p.kv_block_stride : (64 * (c.head_dim + 4) + 15) / 16 * 16;  // one block: any stride
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), 64,
+                                static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
+    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(block_stride)};
+    const cuuint32_t box[3] = {static_cast<cuuint32_t>(c.head_dim), 64, 1};
+    FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&sp.kv_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  {
+    const int n = c.next_n * c.heads;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(p.batch) * n};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(c.head_dim)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(c.head_dim), static_cast<cuuint32_t>(n)};
+    FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: q tensor map", reinterpret_cast<CUtensorMap*>(&sp.q_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.q), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+}
+
+}  // namespace
 
 void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
                       const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
@@ -214,8 +313,25 @@ void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const Ten
   Launch l = validate(q, kv_cache, weights, context_lens, block_table, logits, options);
   if (l.grid_x == 0 || l.grid_y == 0) return;  // nothing to write
   const LoadedKernel& kernel = loaded_kernel(l.config, stream);
-  void* args[] = {&l.params};
-  launch_kernel(kernel, l.grid_x, l.grid_y, 1, stream, args);
+  if (kernel.variant != static_cast<int>(PagedMqaLogitsVariant::sm90)) {
+    void* args[] = {&l.params};
+    launch_kernel(kernel, l.grid_x, l.grid_y, 1, stream, args);
+    return;
+  }
+  // Splits of a request: enough CTAs for two per SM over the widest possible batch (the lengths live
+  // on the device; the grid depends only on shapes, so a captured launch stays valid).
+  kernels::PagedMqaLogitsSm90Params sp{};
+  sp.p = l.params;
+  PagedMqaLogitsConfig resolved = l.config;
+  resolved.variant = PagedMqaLogitsVariant::sm90;
+  encode_tensor_maps(sp, resolved);
+  const std::int64_t width_blocks = l.grid_x;
+  const std::int64_t total = width_blocks * l.grid_y;
+  const std::int64_t target_ctas = 2 * static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1));
+  sp.blocks_per_split = static_cast<int>(std::clamp<std::int64_t>((total + target_ctas - 1) / target_ctas, 1, 64));
+  const auto splits = static_cast<unsigned>((width_blocks + sp.blocks_per_split - 1) / sp.blocks_per_split);
+  void* args[] = {&sp};
+  launch_kernel(kernel, splits, l.grid_y, 1, stream, args);
 }
 
 void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) { loaded_kernel(config, nullptr); }

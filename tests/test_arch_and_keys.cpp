@@ -25,11 +25,24 @@ TEST_CASE("arch names parse and print", "[keys]") {
 }
 
 TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
-  const PagedMqaLogitsConfig c{2, 64, 128, 64, false, LogitsDType::f16, Arch{9, 0, true}};
+  const PagedMqaLogitsConfig c{2, 64, 128, 64, false, LogitsDType::f16, Arch{9, 0, true}, PagedMqaLogitsVariant::portable};
   CHECK(c.key() == "paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
+  // automatic takes the sm90 kernel on sm_90a for next_n <= 4, the portable one elsewhere.
+  PagedMqaLogitsConfig a = c;
+  a.variant = PagedMqaLogitsVariant::automatic;
+  CHECK(a.resolved().key() == "paged_mqa_logits.sm90.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
+  a.next_n = 5;
+  CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);
+  a.next_n = 2;
+  a.arch = Arch{8, 9, false};
+  CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_89"),
+                    Contains("needs sm_90a"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n5.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("next_n in 1..4 for the sm90 kernel"));
   for (const Arch& arch : {Arch{8, 0, false}, Arch{9, 0, true}}) {
     const auto configs = supported_paged_mqa_logits_configs(arch);
-    CHECK(configs.size() == 8 * 3 * 2 * 2 * 3);
+    CHECK(configs.size() == 8 * 3 * 2 * 2 * 3 + (arch.arch_specific ? 4 * 3 * 2 * 2 * 3 : 0));
     for (const auto& config : configs) CHECK(PagedMqaLogitsConfig::parse_key(config.key()) == config);
   }
 }
@@ -40,7 +53,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f8.sm_90a"), Contains("topk.radix.in-<f32|f16|bf16>"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f32.sm_70"), Contains("sm_70"));
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  CHECK(specs.size() == 288 + 3);
+  CHECK(specs.size() == 288 + 144 + 3);  // portable, sm90 (next_n <= 4), top-k
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);
@@ -61,13 +74,13 @@ TEST_CASE("malformed or unsupported keys are rejected with the part named", "[ke
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs32.hist0.out-f16.kv-fp8.sm_90a"),
                     Contains("block_size"));
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8"),
-                    Contains("expected paged_mqa_logits.portable"));
+                    Contains("expected paged_mqa_logits.<portable|sm90>"));
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_70"),
                     Contains("sm_70"));
 }
 
 TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key", "[keys]") {
-  const PagedMqaLogitsConfig c{3, 32, 128, 64, false, LogitsDType::bf16, Arch{9, 0, true}};
+  const PagedMqaLogitsConfig c{3, 32, 128, 64, false, LogitsDType::bf16, Arch{9, 0, true}, PagedMqaLogitsVariant::portable};
   const KernelSpec a = paged_mqa_logits_kernel_spec(c);
   const KernelSpec b = paged_mqa_logits_kernel_spec(c);
   CHECK(a.source == b.source);
@@ -80,7 +93,8 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   std::vector<std::string> names;
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
   CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
-                                          "numeric.cuh", "paged_mqa_logits_params.cuh"});
+                                          "numeric.cuh", "paged_mqa_logits_params.cuh", "tensor_map.cuh",
+                                          "paged_mqa_logits_rows.cuh"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");
@@ -88,6 +102,11 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   PagedMqaLogitsConfig other_arch = c;
   other_arch.arch = Arch{8, 0, false};
   CHECK(cache.entry_name(paged_mqa_logits_kernel_spec(other_arch)) != cache.entry_name(a));
+  PagedMqaLogitsConfig hopper = c;
+  hopper.variant = PagedMqaLogitsVariant::sm90;
+  const KernelSpec h = paged_mqa_logits_kernel_spec(hopper);
+  CHECK(h.source.find("paged_mqa_logits_sm90<3, 32, 128, false, flash_indexer::kernels::LogitsOut::bf16>") != std::string::npos);
+  CHECK(h.source.find("__grid_constant__") != std::string::npos);
   KernelSpec edited = a;
   edited.source += "// changed\n";
   CHECK(cache.entry_name(edited) != cache.entry_name(a));

@@ -27,6 +27,11 @@ constexpr DType tensor_dtype(LogitsDType t) {
   return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16;
 }
 
+// Which kernel computes the logits. `sm90` is the Hopper kernel (TMA + FP8 wgmma, sm_90a, next_n
+// 1..4); `portable` runs on any GPU from sm_80. `automatic` takes sm90 where it applies, unless the
+// environment says FLASH_INDEXER_KERNEL=portable.
+enum class PagedMqaLogitsVariant : std::uint8_t { automatic, portable, sm90 };
+
 // One compiled kernel: everything that is a template argument of the device code.
 struct PagedMqaLogitsConfig {
   int next_n = 1;       // 1..8
@@ -36,13 +41,17 @@ struct PagedMqaLogitsConfig {
   bool histogram = false;
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
+  PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;  // resolved against `arch`
 
   // Canonical, readable key, e.g. paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a
+  // or paged_mqa_logits.sm90.n2.h64.d128.bs64.hist1.out-f16.kv-fp8.sm_90a
   std::string key() const;
   // Inverse of key(); throws Error naming the part that does not parse or is out of range.
   static PagedMqaLogitsConfig parse_key(std::string_view key);
   // Throws Error when a field is outside what the kernels support.
   void check_supported() const;
+  // The same configuration with `automatic` replaced by the kernel the op picks for `arch`.
+  PagedMqaLogitsConfig resolved() const;
 
   friend bool operator==(const PagedMqaLogitsConfig&, const PagedMqaLogitsConfig&) = default;
 };
@@ -59,6 +68,9 @@ struct PagedMqaLogitsOptions {
   // rounding to FP16/BF16), so the caller zeroes it first; counts accumulate across calls. Leave it
   // empty (rank 0) for no histogram. The logits are bitwise the same either way.
   TensorView histogram{};
+  // Force a kernel (comparisons, debugging); `sm90` on a device or configuration it does not cover is
+  // an error.
+  PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;
 };
 
 // Tensor arguments (device memory; strides in elements):
@@ -82,7 +94,8 @@ void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const Ten
                       Stream stream, const PagedMqaLogitsOptions& options = {});
 
 // Loads (compiling on a cache miss) the kernel the op would launch for `config` in the current context,
-// so that a later call can be captured in a CUDA graph.
+// so that a later call can be captured in a CUDA graph. Warm with the variant you will call with
+// (automatic, by default of the options, is its own entry).
 void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config);
 
 }  // namespace flash_indexer

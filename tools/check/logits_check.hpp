@@ -12,7 +12,7 @@
 namespace flash_indexer::check {
 
 struct LogitsCase {
-  PagedMqaLogitsConfig config;        // arch is ignored: the device decides
+  PagedMqaLogitsConfig config;        // arch is ignored: the device decides; the variant is forced
   std::vector<int> lengths;           // per request (lens_2d = false) or per row b*next_n+j (true)
   bool lens_2d = true;
   bool fill_masked = false;
@@ -67,6 +67,7 @@ struct Comparison {
   std::string failure;              // the first problem found
   double diff = 0.0;                // 1 - 2Σxy/Σ(x²+y²) over live, finite logits
   std::int64_t checked = 0;         // live logits compared
+  double worst_error = 0.0;         // max |GPU - reference rounded| / magnitude (see compare_logits)
 };
 
 // Compares downloaded logits (raw bytes, row stride in.logits_stride) with the reference.

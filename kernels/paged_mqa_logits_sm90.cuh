@@ -1,0 +1,218 @@
+#pragma once
+// Paged MQA logits on Hopper (sm_90a): TMA + FP8 wgmma, warp-specialized.
+//
+// One CTA covers `blocks_per_split` consecutive KV blocks of one request, for all of its next_n query
+// rows, so each block is read once. The last warpgroup is the producer: one thread loads the request's
+// Q tile once, then streams the blocks through a kSm90Stages-deep ring of shared-memory stages (a 3-D
+// TMA of the 64 x D FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales),
+// each completing on a "full" mbarrier. The two consumer warpgroups take alternate blocks:
+//
+//   S[64 keys x N] = K[64 x D] * Q[N x D]^T     (wgmma m64nNk32 E4M3 x E4M3 -> FP32, N = next_n * H)
+//   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0)
+//
+// The head sum runs in registers (each thread holds 2 keys x N/4 columns of S), then across the
+// 4 lanes of a quad with shuffles, in a fixed order: results are bitwise deterministic. The consumer
+// releases the stage (the "empty" mbarrier) as soon as its wgmma has read it.
+//
+// A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
+// logits are NaN, exactly as in the portable kernel. With kHistogram the coarse bins of the stored
+// values are counted in a shared-memory histogram per row and added to the global one at the end.
+#include "coarse_histogram.cuh"
+#include "numeric.cuh"
+#include "paged_mqa_logits_params.cuh"
+#include "paged_mqa_logits_rows.cuh"
+#include "sm90_primitives.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
+__device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
+  constexpr int kN = kNextN * kHeads;
+  static_assert(kNextN <= kSm90MaxNextN && kN <= 256, "one wgmma tile in N");
+  static_assert(kHeads % 8 == 0, "an 8-column wgmma group never spans two query rows");
+  constexpr int kChunk = kN % 64 == 0 ? 64 : kN % 32 == 0 ? 32 : 16;
+  constexpr int kChunks = kN / kChunk;
+  constexpr int kKeyBytes = 64 * kHeadDim;
+  constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
+  using Store = LogitsStore<kOut>;
+  using Mma = sm90::WgmmaFp8<kChunk>;
+  const PagedMqaLogitsParams& p = params.p;
+
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (sm90::smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* q_s = smem + kLayout.q;
+  unsigned char* k_s = smem + kLayout.k;
+  float* scale_s = reinterpret_cast<float*>(smem + kLayout.scales);
+  float* weight_s = reinterpret_cast<float*>(smem + kLayout.weights);
+  int* hist_s = reinterpret_cast<int*>(smem + kLayout.histogram);
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + kLayout.barriers);
+  unsigned long long* empty = full + kSm90Stages;
+  unsigned long long* q_full = empty + kSm90Stages;
+  int* invalid_s = reinterpret_cast<int*>(smem + kLayout.invalid);
+
+  const int tid = threadIdx.x;
+  const int b = blockIdx.y;
+  int lens[kNextN];
+  int max_len = 0;
+#pragma unroll
+  for (int j = 0; j < kNextN; ++j) {
+    lens[j] = row_length<kNextN>(p, b, j);
+    max_len = max(max_len, lens[j]);
+  }
+  const int first = blockIdx.x * params.blocks_per_split;
+  const int live_blocks = (max_len + 63) / 64;
+  const int count = max(0, min(first + params.blocks_per_split, live_blocks) - first);
+
+  // Columns of this split past every row's live blocks: -inf when asked, nothing else to do there.
+  if (p.fill_masked) {
+    const int begin = max(first, live_blocks) * 64;
+    const int end = min((first + params.blocks_per_split) * 64, p.width);
+    for (int i = tid; i < kNextN * max(end - begin, 0); i += kSm90Threads) {
+      const long long row = static_cast<long long>(b) * kNextN + i / (end - begin);
+      Store::store(p.logits, row * p.logits_stride + begin + i % (end - begin), negative_infinity());
+    }
+  }
+  if (count == 0) return;
+
+  if (tid == 0) {
+    for (int s = 0; s < kSm90Stages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      sm90::mbarrier_init(&empty[s], 128);
+    }
+    sm90::mbarrier_init(q_full, 1);
+    sm90::fence_barrier_init();
+  }
+  if constexpr (kHistogram)
+    for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) hist_s[i] = 0;
+  for (int i = tid; i < kN; i += kSm90Threads) weight_s[i] = p.weights[static_cast<long long>(b) * kN + i];
+  __syncthreads();
+
+  const int warpgroup = tid / 128;
+  if (warpgroup == kSm90Consumers) {
+    if (tid == kSm90Consumers * 128) {  // the producer thread
+      sm90::prefetch_tensor_map(&params.kv_map);
+      sm90::mbarrier_arrive_expect_tx(q_full, kN * kHeadDim);
+      sm90::tma_load_2d(q_s, &params.q_map, q_full, 0, b * kN);
+      for (int i = 0; i < count; ++i) {
+        const int stage = i % kSm90Stages;
+        if (i >= kSm90Stages) sm90::mbarrier_wait(&empty[stage], ((i / kSm90Stages) - 1) & 1);
+        const int block_index = first + i;
+        const int id = block_index < p.max_blocks
+                           ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index]
+                           : -1;
+        const bool valid = id >= 0 && id < p.num_blocks;
+        invalid_s[stage] = !valid;
+        if (valid) {
+          sm90::mbarrier_arrive_expect_tx(&full[stage], kKeyBytes + 64 * 4);
+          sm90::tma_load_3d(k_s + stage * kKeyBytes, &params.kv_map, &full[stage], 0, 0, id);
+          sm90::bulk_load(scale_s + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
+                          64 * 4, &full[stage]);
+        } else {
+          sm90::mbarrier_arrive(&full[stage]);
+        }
+      }
+    }
+  } else {
+    const int lane = tid % 32;
+    const int quad = lane % 4;
+    const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    float acc[kChunks][kChunk / 2];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int i = 0; i < kChunk / 2; ++i) acc[c][i] = 0.0f;
+    sm90::mbarrier_wait(q_full, 0);
+
+    for (int i = warpgroup; i < count; i += kSm90Consumers) {
+      const int stage = i % kSm90Stages;
+      sm90::mbarrier_wait(&full[stage], (i / kSm90Stages) & 1);
+      const bool valid = invalid_s[stage] == 0;
+      float scale[2] = {0.0f, 0.0f};
+      if (valid) {
+        scale[0] = scale_s[stage * 64 + key0];
+        scale[1] = scale_s[stage * 64 + key0 + 8];
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+          for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+          for (int kk = 0; kk < kHeadDim / 32; ++kk)
+            Mma::mma(acc[c], sm90::matrix_descriptor<kHeadDim>(k_s + stage * kKeyBytes + kk * 32),
+                     sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim + kk * 32), kk);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait_all();
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+          for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+      }
+      sm90::mbarrier_arrive(&empty[stage]);  // the stage's keys and scales are in registers now
+
+      // Head sum: column c = j * H + h of S; a thread holds columns 8g + 2 * quad + {0, 1} of each
+      // 8-column group g, for its two keys (accumulator registers 4g + {0, 1} and 4g + {2, 3}).
+      float sum[kNextN][2];
+#pragma unroll
+      for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
+      if (valid) {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+          for (int g = 0; g < kChunk / 8; ++g) {
+            constexpr int kGroupsPerRow = kHeads / 8;
+            const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const float w = weight_s[c * kChunk + 8 * g + 2 * quad + e];
+              sum[j][0] = fmaf(fmaxf(acc[c][4 * g + e], 0.0f), w, sum[j][0]);
+              sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2 + e], 0.0f), w, sum[j][1]);
+            }
+          }
+#pragma unroll
+        for (int j = 0; j < kNextN; ++j)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 1);
+            sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 2);
+          }
+      }
+
+      const int s0 = (first + i) * 64;
+#pragma unroll
+      for (int j = 0; j < kNextN; ++j) {
+        if (j % 4 != quad) continue;  // lane quad of each quad stores rows quad, quad + 4, ...
+        const long long row = static_cast<long long>(b) * kNextN + j;
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int s = s0 + key0 + 8 * r;
+          if (s >= p.width) continue;
+          if (s >= lens[j]) {
+            if (p.fill_masked) Store::store(p.logits, row * p.logits_stride + s, negative_infinity());
+            continue;
+          }
+          const float stored = Store::store(p.logits, row * p.logits_stride + s, valid ? sum[j][r] * scale[r] : quiet_nan());
+          if constexpr (kHistogram) {
+            const int bin = histogram_bin(stored);
+            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
+          }
+        }
+      }
+    }
+  }
+
+  if constexpr (kHistogram) {
+    __syncthreads();
+    for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) {
+      const int count_in_bin = hist_s[i];
+      if (count_in_bin != 0)
+        atomicAdd(p.histogram + (static_cast<long long>(b) * kNextN + i / kCoarseBins) * kCoarseBins + i % kCoarseBins,
+                  count_in_bin);
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer
