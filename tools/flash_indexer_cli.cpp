@@ -368,12 +368,12 @@ int cmd_check(const Args& args) {
     cases.back().config.histogram = true;
   }
   std::printf("flash-indexer check on %s (GPU 0)\n", gpu.device_name().c_str());
-  std::printf("%-70s %8s %12s %s\n", "case", "logits", "diff", "result");
+  std::printf("%-70s %8s %12s %12s %s\n", "case", "logits", "diff", "worst/mag", "result");
   int failed = 0;
   for (const auto& c : cases) {
     const ck::Comparison r = ck::run_logits_case(gpu, c);
-    std::printf("%-70s %8lld %12.3g %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), r.diff,
-                r.passed ? "ok" : "FAIL");
+    std::printf("%-70s %8lld %12.3g %12.3g %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), r.diff,
+                r.worst_error, r.passed ? "ok" : "FAIL");
     if (!r.passed) {
       std::printf("  %s\n", r.failure.c_str());
       ++failed;
@@ -393,10 +393,10 @@ int cmd_check(const Args& args) {
       if (!args.has("--quick") || (dtype == L::f16 && k == 2048)) topk_cases.push_back(std::move(c));
     }
   }
-  std::printf("%-70s %8s %12s %s\n", "top-k case", "selected", "", "result");
+  std::printf("%-70s %8s %12s %12s %s\n", "top-k case", "selected", "", "", "result");
   for (const auto& c : topk_cases) {
     const ck::TopkComparison r = ck::run_topk_case(gpu, c);
-    std::printf("%-70s %8lld %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.selected), "",
+    std::printf("%-70s %8lld %12s %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.selected), "", "",
                 r.passed ? "ok" : "FAIL");
     if (!r.passed) {
       std::printf("  %s\n", r.failure.c_str());
