@@ -53,13 +53,14 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f8.sm_90a"), Contains("topk.radix.in-<f32|f16|bf16>"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f32.sm_70"), Contains("sm_70"));
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  CHECK(specs.size() == 288 + 144 + 3);  // portable, sm90 (next_n <= 4), top-k
+  CHECK(specs.size() == 288 + 144 + 3 + 1);  // portable, sm90 (next_n <= 4), top-k, bandwidth probe
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);
     CHECK(again.source == spec.source);
   }
   CHECK_THROWS_WITH(kernel_spec_for_key("sort.radix.in-f32.sm_90a"), Contains("sort.radix"));
+  CHECK(kernel_spec_for_key("probe.stream_read.sm_90a").entry == "fi_probe_stream_read");
 }
 
 TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {

@@ -21,6 +21,8 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
+#include "gpu_timer.hpp"
+#include "logits_bench.hpp"
 #include "recall.hpp"
 #include "topk_check.hpp"
 #include "nvrtc_compiler.hpp"
@@ -45,6 +47,7 @@ commands:
   info    NVRTC and driver versions, GPUs, cache directory and size
   check   run the kernels on the GPU against the CPU reference and print a table
   recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
+  bench   benchmark a kernel on the GPU (bench logits)
 
 Run 'flash-indexer <command> --help' for the options of a command.
 )";
@@ -84,6 +87,28 @@ fresh random inputs on GPU 0, compares each result with the CPU reference and pr
 per case. Exits 1 if any case fails.
 
   --quick            a few small cases instead of the full table
+)"},
+    {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
+                               [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
+                               [--compare portable] [--json FILE]
+
+Times paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 4) over the grid
+of the options, with per-request lengths uniform in [0.7, 1.3] L and KV blocks drawn shuffled from a
+pool larger than L2; CUDA events around CUDA-graph replays, the median. Per cell: microseconds, bytes
+moved (KV blocks with scales, logits written, q, weights, block table), GB/s and the fraction of the
+read bandwidth a streaming-read kernel reaches in the same run, TFLOP/s, and the floor
+max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s).
+
+  --batch LIST       batch sizes (default 1,8,32,64,128)
+  --lengths LIST     context lengths L (default 8192,32768,65536,131072)
+  --next-n LIST      default 1,2,3,4
+  --heads LIST       default 32,64 (D = 128)
+  --hist LIST        0 and/or 1 (default 0,1)
+  --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
+  --replays N        timed replays per cell (default 50)
+  --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
+  --compare portable also time the portable kernel and print the speed-up
+  --json FILE        write every row as JSON
 )"},
     {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
 
@@ -407,6 +432,17 @@ int cmd_check(const Args& args) {
   return failed == 0 ? 0 : 1;
 }
 
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', start), text.size());
+    out.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return out;
+}
+
 std::vector<int> parse_int_list(const std::string& name, const std::string& text) {
   std::vector<int> out;
   std::size_t start = 0;
@@ -424,6 +460,69 @@ std::vector<int> parse_int_list(const std::string& name, const std::string& text
     start = comma + 1;
   }
   return out;
+}
+
+int cmd_bench(const std::string& what, const Args& args) {
+  namespace bn = fi::bench;
+  if (what != "logits") throw UsageError(fmt::format("expected 'bench logits', got '{}'", what));
+  bn::LogitsBenchOptions o;
+  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--hist")) {
+    o.histogram.clear();
+    for (const std::string& item : split_list(*v)) {
+      if (item != "0" && item != "1") throw UsageError(fmt::format("--hist expects 0 and/or 1, got '{}'", *v));
+      o.histogram.push_back(item == "1");
+    }
+  }
+  if (auto v = args.value("--dtype")) {
+    o.dtypes.clear();
+    for (const std::string& item : split_list(*v)) {
+      if (item == "f32") o.dtypes.push_back(fi::LogitsDType::f32);
+      else if (item == "f16") o.dtypes.push_back(fi::LogitsDType::f16);
+      else if (item == "bf16") o.dtypes.push_back(fi::LogitsDType::bf16);
+      else throw UsageError(fmt::format("--dtype expects f32, f16 or bf16, got '{}'", item));
+    }
+  }
+  o.replays = args.int_value("--replays", o.replays, 1);
+  o.cold_l2 = args.has("--cold-l2");
+  if (auto v = args.value("--compare")) {
+    if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
+    o.compare_portable = true;
+  }
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "bench needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  fi::check::GpuSession gpu;
+  const double bandwidth = bn::measure_read_bandwidth(gpu);
+  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s\n",
+              gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "");
+  std::printf("%5s %7s %3s %3s %4s %4s %9s %9s %8s %6s %7s %8s %6s%s\n", "B", "L", "n", "H", "hist", "out", "us",
+              "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
+    const char* out = r.dtype == fi::LogitsDType::f32 ? "f32" : r.dtype == fi::LogitsDType::f16 ? "f16" : "bf16";
+    std::printf("%5d %7d %3d %3d %4d %4s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
+                r.heads, r.histogram ? 1 : 0, out, r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction, r.tflops,
+                r.bytes / 1e6, r.us / r.floor_us);
+    if (o.compare_portable) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
+    std::printf("\n");
+    std::fflush(stdout);
+    json.push_back({{"batch", r.batch}, {"length", r.length}, {"next_n", r.next_n}, {"heads", r.heads},
+                    {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kernel", r.kernel},
+                    {"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops}, {"gbps", r.gbps},
+                    {"bandwidth_fraction", r.bandwidth_fraction}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
+                    {"portable_us", r.portable_us}, {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) {
+    std::ofstream(*path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", path->c_str());
+  }
+  return 0;
 }
 
 int cmd_recall(const Args& args) {
@@ -469,12 +568,19 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   try {
+    // `bench` takes what to benchmark as its first argument.
+    std::string what;
+    int first = 2;
+    if (command == "bench" && argc > 2 && std::string(argv[2]).rfind("--", 0) != 0) what = argv[first++];
     std::vector<std::string> flags, valued = {"--cache-dir"};
     if (command == "warm") valued = {"--arch", "--manifest", "--jobs", "--cache-dir"};
     if (command == "list") flags = {"--json"};
     if (command == "check") flags = {"--quick"}, valued = {};
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
-    const Args args(command, argc - 2, argv + 2, flags, valued);
+    if (command == "bench")
+      flags = {"--cold-l2"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
+                                       "--compare", "--json"};
+    const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);
       return 0;
@@ -484,6 +590,7 @@ int main(int argc, char** argv) {
     if (command == "clear") return cmd_clear(args);
     if (command == "info") return cmd_info(args);
     if (command == "recall") return cmd_recall(args);
+    if (command == "bench") return cmd_bench(what, args);
     return cmd_check(args);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flash-indexer %s: %s\n\n%s", command.c_str(), e.what(), usage->second.c_str());

@@ -1,0 +1,26 @@
+#include "stream_read_kernel.hpp"
+
+#include <fmt/format.h>
+
+#include "../kernels/stream_read_params.cuh"
+
+namespace flash_indexer {
+
+KernelSpec stream_read_kernel_spec(const Arch& arch) {
+  KernelSpec spec;
+  spec.key = "probe.stream_read." + arch.name();
+  spec.arch = arch;
+  spec.entry = "fi_probe_stream_read";
+  spec.threads = kernels::kStreamReadThreads;
+  spec.source = fmt::format(
+      "// {}\n"
+      "#include \"stream_read.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const flash_indexer::kernels::StreamReadParams p) {{\n"
+      "  flash_indexer::kernels::stream_read(p);\n"
+      "}}\n",
+      spec.key, spec.threads, spec.entry);
+  spec.config = {{"kind", "probe"}, {"variant", "stream_read"}, {"arch", arch.name()}};
+  return spec;
+}
+
+}  // namespace flash_indexer

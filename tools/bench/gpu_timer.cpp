@@ -1,0 +1,68 @@
+#include "gpu_timer.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "../../kernels/stream_read_params.cuh"
+#include "kernel_registry.hpp"
+#include "stream_read_kernel.hpp"
+
+namespace flash_indexer::bench {
+
+GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream)>& enqueue, int replays,
+                       check::DeviceBuffer* flush) {
+  const auto& cu = driver::api();
+  CUstream stream = gpu.stream();
+  enqueue(stream);  // loads the kernels outside the capture
+  gpu.synchronize();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "bench", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  enqueue(stream);
+  FI_CU(cuStreamEndCapture, "bench", stream, &graph);
+  FI_CU(cuGraphInstantiate, "bench", &exec, graph, 0);
+  CUevent start = nullptr, stop = nullptr;
+  FI_CU(cuEventCreate, "bench", &start, CU_EVENT_DEFAULT);
+  FI_CU(cuEventCreate, "bench", &stop, CU_EVENT_DEFAULT);
+  std::vector<float> times;
+  for (int i = -3; i < replays; ++i) {
+    if (flush != nullptr)
+      FI_CU(cuMemsetD8Async, "bench", reinterpret_cast<CUdeviceptr>(flush->data()), static_cast<unsigned char>(i & 0xff),
+            flush->bytes(), stream);
+    FI_CU(cuEventRecord, "bench", start, stream);
+    FI_CU(cuGraphLaunch, "bench", exec, stream);
+    FI_CU(cuEventRecord, "bench", stop, stream);
+    FI_CU(cuEventSynchronize, "bench", stop);
+    float ms = 0;
+    FI_CU(cuEventElapsedTime, "bench", &ms, start, stop);
+    if (i >= 0) times.push_back(ms);
+  }
+  cu.cuEventDestroy(start);
+  cu.cuEventDestroy(stop);
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+  std::sort(times.begin(), times.end());
+  GraphTiming t;
+  t.replays = replays;
+  t.median_us = times.empty() ? 0 : 1000.0 * times[times.size() / 2];
+  t.min_us = times.empty() ? 0 : 1000.0 * times.front();
+  return t;
+}
+
+double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes, int replays) {
+  static const LoadedKernel kernel = load_kernel(stream_read_kernel_spec(current_device_arch()));
+  check::DeviceBuffer data(bytes), sink(16);
+  data.fill(0x3c);
+  kernels::StreamReadParams p{data.data(), static_cast<long long>(bytes / 16), static_cast<unsigned int*>(sink.data())};
+  const unsigned grid = static_cast<unsigned>(kernel.multiprocessors) * 4;
+  const GraphTiming t = time_graph(
+      gpu,
+      [&](CUstream stream) {
+        void* args[] = {&p};
+        launch_kernel(kernel, grid, 1, 1, stream, args);
+      },
+      replays);
+  return static_cast<double>(bytes) / (t.median_us * 1e-6);
+}
+
+}  // namespace flash_indexer::bench

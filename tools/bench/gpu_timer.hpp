@@ -1,0 +1,25 @@
+#pragma once
+// Timing for the benchmarks: CUDA events around CUDA-graph replays (median of many), and the memory
+// read bandwidth of the GPU measured with a plain streaming-read kernel in the same process.
+#include <functional>
+
+#include "gpu_session.hpp"
+
+namespace flash_indexer::bench {
+
+struct GraphTiming {
+  double median_us = 0;
+  double min_us = 0;
+  int replays = 0;
+};
+
+// Captures `enqueue(stream)` once into a CUDA graph and replays it `replays` times (after 3 untimed
+// warm-up replays), each between two events. With `flush`, a memset over it runs before each replay,
+// outside the timed window, so every replay starts with a cold L2.
+GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream)>& enqueue, int replays,
+                       check::DeviceBuffer* flush = nullptr);
+
+// Bytes per second of a streaming read of `bytes` (default 2 GiB), median of `replays` graph replays.
+double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes = std::size_t{2} << 30, int replays = 20);
+
+}  // namespace flash_indexer::bench
