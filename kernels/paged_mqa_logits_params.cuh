@@ -39,7 +39,8 @@ constexpr int portable_smem_bytes(int heads, int head_dim, int block_size) {
 // ---- the sm_90a kernel ----------------------------------------------------------------------
 
 // One CTA covers `blocks_per_split` KV blocks of one request (grid: splits x B): a producer warp
-// streams them through a TMA ring, two consumer warpgroups take alternate blocks.
+// streams them through a TMA ring, two consumer warpgroups take alternate blocks, three store warps
+// write the logits (and count the histogram).
 struct PagedMqaLogitsSm90Params {
   PagedMqaLogitsParams p;
   TensorMap kv_map;  // uint8 {head_dim, 64 tokens, num_blocks}, strides {head_dim, block stride} bytes
@@ -56,7 +57,7 @@ constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
 struct Sm90Layout {
-  int q, k, scales, weights, histogram, barriers, invalid, bytes;
+  int q, k, scales, weights, values, histogram, barriers, invalid, bytes;
 };
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram) {
   Sm90Layout l{};
@@ -64,12 +65,17 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
   l.k = round_up(next_n * heads * head_dim, 1024);
   l.scales = l.k + kSm90Stages * 64 * head_dim;
   l.weights = l.scales + kSm90Stages * 64 * 4;
-  l.histogram = l.weights + next_n * heads * 4;
+  l.values = l.weights + next_n * heads * 4;
+  l.histogram = l.values + kSm90Stages * next_n * 64 * 4;
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);
-  l.invalid = l.barriers + (2 * kSm90Stages + 1) * 8;
+  l.invalid = l.barriers + (4 * kSm90Stages + 1) * 8;
   l.bytes = l.invalid + kSm90Stages * 4 + 1024;  // + slack to align the base to 1024
   return l;
 }
+
+// The producer warpgroup: warp 0 issues the loads, the other three store the logits and count the
+// histogram from the consumers' scores (kSm90StoreThreads threads).
+constexpr int kSm90StoreThreads = 96;
 
 }  // namespace kernels
 }  // namespace flash_indexer

@@ -12,11 +12,15 @@
 //
 // The head sum runs in registers (each thread holds 2 keys x N/4 columns of S), then across the
 // 4 lanes of a quad with shuffles, in a fixed order: results are bitwise deterministic. The consumer
-// releases the stage (the "empty" mbarrier) as soon as its wgmma has read it.
+// releases the key stage (the "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x
+// next_n scores of the block to the three store warps of the producer warpgroup through a score stage
+// (mbarriers "scores full" / "scores free"). The store warps round and write the logits with
+// coalesced stores, apply the length mask, and with kHistogram count the coarse bins of the stored
+// values in a shared-memory histogram per row, added to the global one at the end: the consumers'
+// critical path carries neither the stores nor the histogram.
 //
 // A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
-// logits are NaN, exactly as in the portable kernel. With kHistogram the coarse bins of the stored
-// values are counted in a shared-memory histogram per row and added to the global one at the end.
+// logits are NaN, exactly as in the portable kernel.
 #include "coarse_histogram.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
@@ -45,10 +49,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   unsigned char* k_s = smem + kLayout.k;
   float* scale_s = reinterpret_cast<float*>(smem + kLayout.scales);
   float* weight_s = reinterpret_cast<float*>(smem + kLayout.weights);
+  float* score_s = reinterpret_cast<float*>(smem + kLayout.values);  // [stage][next_n][64]
   int* hist_s = reinterpret_cast<int*>(smem + kLayout.histogram);
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + kLayout.barriers);
   unsigned long long* empty = full + kSm90Stages;
-  unsigned long long* q_full = empty + kSm90Stages;
+  unsigned long long* scores_full = empty + kSm90Stages;
+  unsigned long long* scores_free = scores_full + kSm90Stages;
+  unsigned long long* q_full = scores_free + kSm90Stages;
   int* invalid_s = reinterpret_cast<int*>(smem + kLayout.invalid);
 
   const int tid = threadIdx.x;
@@ -79,6 +86,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     for (int s = 0; s < kSm90Stages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
       sm90::mbarrier_init(&empty[s], 128);
+      sm90::mbarrier_init(&scores_full[s], 128);
+      sm90::mbarrier_init(&scores_free[s], kSm90StoreThreads);
     }
     sm90::mbarrier_init(q_full, 1);
     sm90::fence_barrier_init();
@@ -111,6 +120,33 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         } else {
           sm90::mbarrier_arrive(&full[stage]);
         }
+      }
+    } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps
+      const int t = tid - (kSm90Consumers * 128 + 32);
+      for (int i = 0; i < count; ++i) {
+        const int stage = i % kSm90Stages;
+        sm90::mbarrier_wait(&scores_full[stage], (i / kSm90Stages) & 1);
+        const int s0 = (first + i) * 64;
+        for (int e = t; e < kNextN * 64; e += kSm90StoreThreads) {
+          const int j = e / 64;
+          const int s = s0 + e % 64;
+          if (s >= p.width) continue;
+          const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
+          int len = lens[0];  // lens[j] without a dynamically indexed (local memory) array
+#pragma unroll
+          for (int jj = 1; jj < kNextN; ++jj)
+            if (jj == j) len = lens[jj];
+          if (s >= len) {
+            if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
+            continue;
+          }
+          const float stored = Store::store(p.logits, index, score_s[stage * kNextN * 64 + e]);
+          if constexpr (kHistogram) {
+            const int bin = histogram_bin(stored);
+            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
+          }
+        }
+        sm90::mbarrier_arrive(&scores_free[stage]);
       }
     }
   } else {
@@ -164,12 +200,11 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           for (int g = 0; g < kChunk / 8; ++g) {
             constexpr int kGroupsPerRow = kHeads / 8;
             const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-              const float w = weight_s[c * kChunk + 8 * g + 2 * quad + e];
-              sum[j][0] = fmaf(fmaxf(acc[c][4 * g + e], 0.0f), w, sum[j][0]);
-              sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2 + e], 0.0f), w, sum[j][1]);
-            }
+            const float2 w = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
+            sum[j][0] = fmaf(fmaxf(acc[c][4 * g], 0.0f), w.x, sum[j][0]);
+            sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2], 0.0f), w.x, sum[j][1]);
+            sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
+            sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
           }
 #pragma unroll
         for (int j = 0; j < kNextN; ++j)
@@ -180,26 +215,15 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           }
       }
 
-      const int s0 = (first + i) * 64;
+      // Hand the scores to the store warps: value (j, r) is written by lane quad == (2j + r) % 4.
+      if (i >= kSm90Stages) sm90::mbarrier_wait(&scores_free[stage], ((i / kSm90Stages) - 1) & 1);
+      float* scores = score_s + stage * kNextN * 64;
 #pragma unroll
-      for (int j = 0; j < kNextN; ++j) {
-        if (j % 4 != quad) continue;  // lane quad of each quad stores rows quad, quad + 4, ...
-        const long long row = static_cast<long long>(b) * kNextN + j;
+      for (int j = 0; j < kNextN; ++j)
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const int s = s0 + key0 + 8 * r;
-          if (s >= p.width) continue;
-          if (s >= lens[j]) {
-            if (p.fill_masked) Store::store(p.logits, row * p.logits_stride + s, negative_infinity());
-            continue;
-          }
-          const float stored = Store::store(p.logits, row * p.logits_stride + s, valid ? sum[j][r] * scale[r] : quiet_nan());
-          if constexpr (kHistogram) {
-            const int bin = histogram_bin(stored);
-            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
-          }
-        }
-      }
+        for (int r = 0; r < 2; ++r)
+          if ((2 * j + r) % 4 == quad) scores[j * 64 + key0 + 8 * r] = valid ? sum[j][r] * scale[r] : quiet_nan();
+      sm90::mbarrier_arrive(&scores_full[stage]);
     }
   }
 

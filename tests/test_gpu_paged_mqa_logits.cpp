@@ -180,3 +180,71 @@ TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a
   if (graph != nullptr) driver::api().cuGraphDestroy(graph);
   CHECK_THAT(message, Catch::Matchers::Contains("some.kernel.key") && Catch::Matchers::Contains("warm"));
 }
+
+// The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 4) on every run of the
+// same inputs: the same logits bytes and the same histogram, 20 times.
+TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu]") {
+  test::require_gpu();
+  std::mt19937_64 rng(fresh_seed());
+  for (int next_n : {1, 2, 3, 4}) {
+    for (LogitsDType out : {LogitsDType::f32, LogitsDType::bf16}) {
+      ck::LogitsCase c;
+      c.config = {next_n, next_n == 3 ? 32 : 64, 128, 64, true, out, {}};
+      c.config.variant = PagedMqaLogitsVariant::automatic;
+      c.lens_2d = false;
+      c.lengths = {static_cast<int>(rng() % 5000) + 3000, 0, 700, static_cast<int>(rng() % 9000)};
+      c.fill_masked = true;
+      c.seed = rng();
+      INFO(ck::describe(c));
+      const ck::HostInputs in = ck::make_inputs(c);
+      ck::DeviceInputs d = ck::upload(in, c);
+      const ck::LogitsViews v = ck::views(d, in, c);
+      const std::int64_t rows = static_cast<std::int64_t>(in.batch) * next_n;
+      ck::DeviceBuffer hist(static_cast<std::size_t>(rows) * kCoarseBins * 4);
+      PagedMqaLogitsOptions options;
+      options.fill_masked = true;
+      options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+      std::vector<std::uint8_t> first_logits;
+      std::vector<std::int32_t> first_hist;
+      for (int run = 0; run < 20; ++run) {
+        d.logits.fill(ck::kPoison);
+        hist.fill(0);
+        paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), options);
+        session().synchronize();
+        auto logits = d.logits.to_host<std::uint8_t>(d.logits.bytes());
+        auto counts = hist.to_host<std::int32_t>(static_cast<std::size_t>(rows) * kCoarseBins);
+        if (run == 0) {
+          require_pass(ck::compare_logits(c, in, logits));
+          CHECK(counts == ck::histogram_of(c, in, logits));
+          first_logits = std::move(logits);
+          first_hist = std::move(counts);
+        } else {
+          REQUIRE(logits == first_logits);
+          REQUIRE(counts == first_hist);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: B = 4096 short ragged requests (zeros included) and B = 1 with a long context", "[gpu]") {
+  test::require_gpu();
+  std::mt19937_64 rng(fresh_seed());
+  ck::LogitsCase many;
+  many.config = {2, 64, 128, 64, true, LogitsDType::f16, {}};
+  many.config.variant = PagedMqaLogitsVariant::automatic;
+  many.lengths.resize(4096);
+  for (auto& l : many.lengths) l = rng() % 4 == 0 ? 0 : static_cast<int>(rng() % 300);
+  many.lens_2d = false;
+  many.seed = rng();
+  require_pass(ck::run_logits_case(session(), many));
+  ck::LogitsCase one;
+  one.config = {4, 32, 128, 64, true, LogitsDType::f32, {}};
+  one.config.variant = PagedMqaLogitsVariant::automatic;
+  one.lengths = {static_cast<int>(rng() % 20000) + 40000};
+  one.lens_2d = false;
+  one.fill_masked = true;
+  one.width = 65536;
+  one.seed = rng();
+  require_pass(ck::run_logits_case(session(), one));
+}
