@@ -39,7 +39,7 @@ constexpr int portable_smem_bytes(int heads, int head_dim, int block_size) {
 // ---- the sm_90a kernel ----------------------------------------------------------------------
 
 // One CTA covers `blocks_per_split` KV blocks of one request (grid: splits x B): a producer warp
-// streams them through a TMA ring, two consumer warpgroups take alternate blocks, three store warps
+// streams them through a TMA ring, consumer warpgroups take the blocks in turn, three store warps
 // write the logits (and count the histogram).
 struct PagedMqaLogitsSm90Params {
   PagedMqaLogitsParams p;
@@ -48,10 +48,15 @@ struct PagedMqaLogitsSm90Params {
   int blocks_per_split;
 };
 
-constexpr int kSm90Stages = 4;
-constexpr int kSm90Consumers = 2;                       // warpgroups
-constexpr int kSm90Threads = 128 * (kSm90Consumers + 1);  // + the producer warpgroup
-constexpr int kSm90MaxNextN = 4;                        // N = next_n * heads <= 256 (one wgmma tile)
+constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
+
+// Consumer warpgroups per CTA, by the wgmma N = next_n * heads. Up to N = 64 (<= 66 registers) two
+// CTAs fit an SM, so two consumers each; up to 128 (~104 registers) one CTA with three; beyond, the
+// 128 accumulator registers per thread leave room for two. Each consumer owns two ring stages, and
+// a stage always goes to the same consumer, so no consumer ever waits on a barrier a phase ahead.
+constexpr int sm90_consumers(int n) { return n <= 64 ? 2 : n <= 128 ? 3 : 2; }
+constexpr int sm90_stages(int n) { return 2 * sm90_consumers(n); }
+constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // + the producer warpgroup
 
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -60,16 +65,17 @@ struct Sm90Layout {
   int q, k, scales, weights, values, histogram, barriers, invalid, bytes;
 };
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram) {
+  const int stages = sm90_stages(next_n * heads);
   Sm90Layout l{};
   l.q = 0;
   l.k = round_up(next_n * heads * head_dim, 1024);
-  l.scales = l.k + kSm90Stages * 64 * head_dim;
-  l.weights = l.scales + kSm90Stages * 64 * 4;
+  l.scales = l.k + stages * 64 * head_dim;
+  l.weights = l.scales + stages * 64 * 4;
   l.values = l.weights + next_n * heads * 4;
-  l.histogram = l.values + kSm90Stages * next_n * 64 * 4;
+  l.histogram = l.values + stages * next_n * 64 * 4;
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);
-  l.invalid = l.barriers + (4 * kSm90Stages + 1) * 8;
-  l.bytes = l.invalid + kSm90Stages * 4 + 1024;  // + slack to align the base to 1024
+  l.invalid = l.barriers + (4 * stages + 1) * 8;
+  l.bytes = l.invalid + stages * 4 + 1024;  // + slack to align the base to 1024
   return l;
 }
 

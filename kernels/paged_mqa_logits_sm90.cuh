@@ -3,9 +3,10 @@
 //
 // One CTA covers `blocks_per_split` consecutive KV blocks of one request, for all of its next_n query
 // rows, so each block is read once. The last warpgroup is the producer: one thread loads the request's
-// Q tile once, then streams the blocks through a kSm90Stages-deep ring of shared-memory stages (a 3-D
+// Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D
 // TMA of the 64 x D FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales),
-// each completing on a "full" mbarrier. The two consumer warpgroups take alternate blocks:
+// each completing on a "full" mbarrier. The consumer warpgroups (2 or 3, sm90_consumers) take the
+// blocks in turn:
 //
 //   S[64 keys x N] = K[64 x D] * Q[N x D]^T     (wgmma m64nNk32 E4M3 x E4M3 -> FP32, N = next_n * H)
 //   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0)
@@ -38,6 +39,9 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kChunk = kN % 64 == 0 ? 64 : kN % 32 == 0 ? 32 : 16;
   constexpr int kChunks = kN / kChunk;
   constexpr int kKeyBytes = 64 * kHeadDim;
+  constexpr int kSm90Consumers = sm90_consumers(kN);
+  constexpr int kSm90Stages = sm90_stages(kN);
+  constexpr int kSm90Threads = sm90_threads(kN);
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
   using Store = LogitsStore<kOut>;
   using Mma = sm90::WgmmaFp8<kChunk>;

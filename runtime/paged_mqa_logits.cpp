@@ -243,7 +243,7 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
     if (ch == '.' || ch == '-') ch = '_';
   spec.variant = static_cast<int>(c.variant);
   if (sm90) {
-    spec.threads = kernels::kSm90Threads;
+    spec.threads = kernels::sm90_threads(c.next_n * c.heads);
     spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram).bytes);
     spec.source = fmt::format(
         "// {key}\n"
