@@ -52,10 +52,11 @@ constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
 
 // Consumer warpgroups per CTA, by the wgmma N = next_n * heads. Up to N = 64 (<= 66 registers) two
 // CTAs fit an SM, so two consumers each; up to 128 (~104 registers) one CTA with three; beyond, the
-// 128 accumulator registers per thread leave room for two. Each consumer owns two ring stages, and
-// a stage always goes to the same consumer, so no consumer ever waits on a barrier a phase ahead.
+// 128 accumulator registers per thread leave room for two. Six ring stages: a stage always goes to
+// the same consumer (stage % consumers) and the same store warp (stage % 3), so no waiter ever waits
+// on a barrier a phase ahead.
 constexpr int sm90_consumers(int n) { return n <= 64 ? 2 : n <= 128 ? 3 : 2; }
-constexpr int sm90_stages(int n) { return 2 * sm90_consumers(n); }
+constexpr int sm90_stages(int) { return 6; }
 constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // + the producer warpgroup
 
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
@@ -80,8 +81,8 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
 }
 
 // The producer warpgroup: warp 0 issues the loads, the other three store the logits and count the
-// histogram from the consumers' scores (kSm90StoreThreads threads).
-constexpr int kSm90StoreThreads = 96;
+// histogram from the consumers' scores, each warp its own blocks (several blocks in flight).
+constexpr int kSm90StoreWarps = 3;
 
 }  // namespace kernels
 }  // namespace flash_indexer

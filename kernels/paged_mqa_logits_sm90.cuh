@@ -14,7 +14,7 @@
 // The head sum runs in registers (each thread holds 2 keys x N/4 columns of S), then across the
 // 4 lanes of a quad with shuffles, in a fixed order: results are bitwise deterministic. The consumer
 // releases the key stage (the "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x
-// next_n scores of the block to the three store warps of the producer warpgroup through a score stage
+// next_n scores of the block to a store warp of the producer warpgroup through a score stage
 // (mbarriers "scores full" / "scores free"). The store warps round and write the logits with
 // coalesced stores, apply the length mask, and with kHistogram count the coarse bins of the stored
 // values in a shared-memory histogram per row, added to the global one at the end: the consumers'
@@ -91,7 +91,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       sm90::mbarrier_init(&full[s], 1);
       sm90::mbarrier_init(&empty[s], 128);
       sm90::mbarrier_init(&scores_full[s], 128);
-      sm90::mbarrier_init(&scores_free[s], kSm90StoreThreads);
+      sm90::mbarrier_init(&scores_free[s], 32);
     }
     sm90::mbarrier_init(q_full, 1);
     sm90::fence_barrier_init();
@@ -125,13 +125,15 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           sm90::mbarrier_arrive(&full[stage]);
         }
       }
-    } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps
-      const int t = tid - (kSm90Consumers * 128 + 32);
-      for (int i = 0; i < count; ++i) {
+    } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
+      static_assert(kSm90Stages % kSm90StoreWarps == 0 && kSm90Stages % kSm90Consumers == 0, "stage ownership");
+      const int warp = (tid - (kSm90Consumers * 128 + 32)) / 32;
+      const int lane = tid % 32;
+      for (int i = warp; i < count; i += kSm90StoreWarps) {
         const int stage = i % kSm90Stages;
         sm90::mbarrier_wait(&scores_full[stage], (i / kSm90Stages) & 1);
         const int s0 = (first + i) * 64;
-        for (int e = t; e < kNextN * 64; e += kSm90StoreThreads) {
+        for (int e = lane; e < kNextN * 64; e += 32) {
           const int j = e / 64;
           const int s = s0 + e % 64;
           if (s >= p.width) continue;
