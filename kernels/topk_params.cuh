@@ -18,6 +18,12 @@ struct TopkParams {
   int lengths_next_n;  // 0: row r has lengths[r]; n > 0: lengths is [rows / n], row r = b*n + j has lengths[b] - n + j + 1
   int k;               // 1..kMaxTopk
   int sorted;          // 1: each row's indices in ascending column order
+  // Physical KV slots instead of columns (null: columns): row r of request r / slot_rows_per_request
+  // writes slot_table[b][column / 64] * 64 + column % 64; a column past slot_table_blocks gives -1.
+  const int* slot_table;
+  long long slot_table_stride;
+  int slot_table_blocks;
+  int slot_rows_per_request;
 };
 
 constexpr int kMaxTopk = 2048;

@@ -345,6 +345,15 @@ __device__ __forceinline__ int count_below(const int* a, int n, int x) {
   return lo;
 }
 
+// What the output holds for a selected column: the column, or its physical KV slot (64-token blocks).
+__device__ __forceinline__ int output_index(const TopkParams& p, int r, int column) {
+  if (p.slot_table == nullptr) return column;
+  const int block = column / 64;
+  if (block >= p.slot_table_blocks) return -1;
+  const long long b = r / p.slot_rows_per_request;
+  return p.slot_table[b * p.slot_table_stride + block] * 64 + column % 64;
+}
+
 template <LogitsOut kIn>
 __device__ void topk_radix(const TopkParams& p) {
   using In = TopkInput<kIn>;
@@ -410,7 +419,7 @@ __device__ void topk_radix(const TopkParams& p) {
     if (p.sorted)
       position = i < above ? i + count_below(sm.out + above, selected - above, column)
                            : (i - above) + count_below(sm.out, above, column);
-    indices[position] = column;
+    indices[position] = output_index(p, r, column);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }
   if (threadIdx.x == 0) {

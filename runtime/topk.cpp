@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "../kernels/topk_params.cuh"
@@ -90,6 +91,18 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
     hc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
   }
 
+  if (options.block_table.rank != 0) {
+    TensorChecks tc(kOp, "block_table", options.block_table);
+    tc.dtype({DType::i32}).rank({2}).stride(1, 1).not_null().aligned(4);
+    const std::int64_t requests = options.block_table.shape[0];
+    if (rows > 0 && (requests < 1 || rows % requests != 0))
+      tc.fail(fmt::format("shape[0] = B dividing rows = {}", rows), std::to_string(requests));
+    if (requests > 1 && options.block_table.strides[0] < options.block_table.shape[1])
+      tc.fail(fmt::format("a row stride >= max_blocks = {}", options.block_table.shape[1]),
+              std::to_string(options.block_table.strides[0]));
+    if (options.block_table.shape[1] > INT_MAX) tc.fail("max_blocks in 0..2^31-1", std::to_string(options.block_table.shape[1]));
+  }
+
   TensorChecks wc(kOp, "workspace", workspace);
   wc.dtype({DType::u8}).rank({1}).contiguous().not_null().aligned(16);
   const std::size_t need = topk_workspace_bytes(rows);
@@ -109,6 +122,12 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
   p.lengths_next_n = lengths_next_n;
   p.k = static_cast<int>(k);
   p.sorted = options.sorted;
+  if (options.block_table.rank != 0) {
+    p.slot_table = static_cast<const int*>(options.block_table.data);
+    p.slot_table_stride = options.block_table.strides[0];
+    p.slot_table_blocks = static_cast<int>(options.block_table.shape[1]);
+    p.slot_rows_per_request = static_cast<int>(rows / std::max<std::int64_t>(options.block_table.shape[0], 1));
+  }
   return l;
 }
 

@@ -22,13 +22,21 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   std::string out;
   CHECK(cli("--help", &out) == 0);
   CHECK_THAT(out, Contains("usage: flash-indexer <command>"));
-  for (const char* command : {"warm", "list", "clear", "info", "check"}) {
+  for (const char* command : {"warm", "list", "clear", "info", "check", "recall", "bench"}) {
     INFO(command);
     CHECK(cli(fmt::format("{} --help", command), &out) == 0);
     CHECK_THAT(out, Contains(fmt::format("usage: flash-indexer {}", command)));
     CHECK(cli(fmt::format("{} --no-such-option", command), &out) == 2);
     CHECK_THAT(out, Contains("unknown argument '--no-such-option'") && Contains("usage:"));
   }
+  CHECK(cli("bench sort", &out) == 2);
+  CHECK_THAT(out, Contains("expected 'bench logits', 'bench topk' or 'bench decode', got 'sort'"));
+  CHECK(cli("bench decode --k 3000", &out) == 2);
+  CHECK_THAT(out, Contains("--k expects 1..2048, got 3000"));
+  CHECK(cli("bench logits --hist 2", &out) == 2);
+  CHECK(cli("bench topk --ragged 0,x", &out) == 2);
+  CHECK(cli("bench logits --dtype f8", &out) == 2);
+  CHECK(cli("recall --heads 48", &out) == 2);
   CHECK(cli("", &out) == 2);
   CHECK(cli("frobnicate", &out) == 2);
   CHECK_THAT(out, Contains("unknown command 'frobnicate'"));

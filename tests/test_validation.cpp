@@ -204,4 +204,8 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
   expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = 8; }, "workspace: expected at least topk_workspace_bytes(6) = 96 bytes, got 8");
   expect_topk_error([](TopkArgs& a) { a.workspace.data = fake(0x60008); }, "workspace: expected a 16-byte aligned data pointer");
   expect_topk_error([](TopkArgs& a) { a.workspace.dtype = DType::i32; }, "workspace: expected dtype uint8, got int32");
+  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {4, 100}); },
+                    "block_table: expected shape[0] = B dividing rows = 6, got 4");
+  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1}); },
+                    "block_table: expected a row stride >= max_blocks = 100, got 50");
 }

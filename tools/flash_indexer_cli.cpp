@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -22,7 +23,9 @@
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
 #include "gpu_timer.hpp"
+#include "decode_bench.hpp"
 #include "logits_bench.hpp"
+#include "topk_bench.hpp"
 #include "recall.hpp"
 #include "topk_check.hpp"
 #include "nvrtc_compiler.hpp"
@@ -47,7 +50,7 @@ commands:
   info    NVRTC and driver versions, GPUs, cache directory and size
   check   run the kernels on the GPU against the CPU reference and print a table
   recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
-  bench   benchmark a kernel on the GPU (bench logits)
+  bench   benchmark on the GPU: bench logits | bench topk | bench decode
 
 Run 'flash-indexer <command> --help' for the options of a command.
 )";
@@ -91,24 +94,38 @@ per case. Exits 1 if any case fails.
     {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
                                [--compare portable] [--json FILE]
+       flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
+                               [--ragged LIST] [--replays N] [--json FILE]
+       flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
+                               [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
 
-Times paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 4) over the grid
-of the options, with per-request lengths uniform in [0.7, 1.3] L and KV blocks drawn shuffled from a
-pool larger than L2; CUDA events around CUDA-graph replays, the median. Per cell: microseconds, bytes
-moved (KV blocks with scales, logits written, q, weights, block table), GB/s and the fraction of the
-read bandwidth a streaming-read kernel reaches in the same run, TFLOP/s, and the floor
-max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s).
+Everything is timed with CUDA events around CUDA-graph replays (the median), next to the read
+bandwidth a streaming-read kernel reaches in the same run.
 
+logits: paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 4), lengths
+uniform in [0.7, 1.3] L, KV blocks drawn shuffled from a pool larger than L2. Per cell: microseconds,
+bytes moved (KV blocks with scales, logits written, q, weights, block table), GB/s and the fraction of
+the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s).
   --batch LIST       batch sizes (default 1,8,32,64,128)
-  --lengths LIST     context lengths L (default 8192,32768,65536,131072)
-  --next-n LIST      default 1,2,3,4
+  --lengths LIST     context lengths L (default 8192,32768,65536,131072; topk: ...,262144)
+  --next-n LIST      default 1,2,3,4 (decode: 1,2,4)
   --heads LIST       default 32,64 (D = 128)
-  --hist LIST        0 and/or 1 (default 0,1)
+  --hist LIST        0 and/or 1 (default 0,1): the fused histogram / the histogram given to top-k
   --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
-  --replays N        timed replays per cell (default 50)
+  --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
   --compare portable also time the portable kernel and print the speed-up
   --json FILE        write every row as JSON
+
+topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
+(live logits + indices + histogram) per second.
+  --rows LIST        default 1,4,8,32,64,128,512
+  --k LIST           default 512,1024,2048
+  --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
+
+decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k), and the logits kernel
+alone: the top-k share is the difference; the KV floor is KV bytes / read bandwidth.
+  --k K              default 2048
 )"},
     {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
 
@@ -462,30 +479,124 @@ std::vector<int> parse_int_list(const std::string& name, const std::string& text
   return out;
 }
 
+std::vector<fi::LogitsDType> parse_dtypes(const std::string& text) {
+  std::vector<fi::LogitsDType> out;
+  for (const std::string& item : split_list(text)) {
+    if (item == "f32") out.push_back(fi::LogitsDType::f32);
+    else if (item == "f16") out.push_back(fi::LogitsDType::f16);
+    else if (item == "bf16") out.push_back(fi::LogitsDType::bf16);
+    else throw UsageError(fmt::format("--dtype expects f32, f16 or bf16, got '{}'", item));
+  }
+  return out;
+}
+
+std::vector<int> parse_flags(const std::string& name, const std::string& text) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(text)) {
+    if (item != "0" && item != "1") throw UsageError(fmt::format("{} expects 0 and/or 1, got '{}'", name, text));
+    out.push_back(item == "1");
+  }
+  return out;
+}
+
+const char* dtype_label(fi::LogitsDType t) {
+  return t == fi::LogitsDType::f32 ? "f32" : t == fi::LogitsDType::f16 ? "f16" : "bf16";
+}
+
+// GPU 0 and its measured read bandwidth, or nullopt (after saying why) without a GPU.
+struct BenchGpu {
+  fi::check::GpuSession gpu;
+  double bandwidth = 0;
+};
+std::unique_ptr<BenchGpu> open_bench_gpu(const std::string& what) {
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "bench needs a GPU: %s\n", why.c_str());
+    return nullptr;
+  }
+  auto b = std::make_unique<BenchGpu>();
+  b->bandwidth = fi::bench::measure_read_bandwidth(b->gpu);
+  std::printf("flash-indexer bench %s on %s: streaming read %.0f GB/s\n", what.c_str(), b->gpu.device_name().c_str(),
+              b->bandwidth / 1e9);
+  return b;
+}
+
+int cmd_bench_topk(const Args& args) {
+  namespace bn = fi::bench;
+  bn::TopkBenchOptions o;
+  if (auto v = args.value("--rows")) o.rows = parse_int_list("--rows", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--k")) o.ks = parse_int_list("--k", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--ragged")) o.ragged = parse_flags("--ragged", *v);
+  o.replays = args.int_value("--replays", o.replays, 1);
+  for (int k : o.ks)
+    if (k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects values in 1..{}, got {}", fi::kMaxTopk, k));
+  const auto bench_gpu = open_bench_gpu("topk");
+  if (!bench_gpu) return 1;
+  auto& gpu = bench_gpu->gpu;
+  const double bandwidth = bench_gpu->bandwidth;
+  std::printf("%5s %7s %5s %4s %4s %6s %9s %8s %6s\n", "rows", "L", "k", "in", "hist", "ragged", "us", "GB/s", "BW%");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
+    std::printf("%5d %7d %5d %4s %4d %6d %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, dtype_label(r.dtype),
+                r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.us, r.gbps, 100 * r.bandwidth_fraction);
+    std::fflush(stdout);
+    json.push_back({{"rows", r.rows}, {"length", r.length}, {"k", r.k}, {"logits", dtype_label(r.dtype)},
+                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"us", r.us}, {"bytes", r.bytes},
+                    {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
+int cmd_bench_decode(const Args& args) {
+  namespace bn = fi::bench;
+  bn::DecodeBenchOptions o;
+  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  o.k = args.int_value("--k", o.k, 1);
+  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.replays = args.int_value("--replays", o.replays, 1);
+  const auto bench_gpu = open_bench_gpu("decode");
+  if (!bench_gpu) return 1;
+  auto& gpu = bench_gpu->gpu;
+  const double bandwidth = bench_gpu->bandwidth;
+  std::printf("%3s %3s %5s %7s %4s %4s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "us", "logits_us",
+              "topk_us", "kv_floor", "x_kv");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
+    std::printf("%3d %3d %5d %7d %4s %4d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
+                dtype_label(r.dtype), r.histogram ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us, r.kv_floor_us,
+                r.us / r.kv_floor_us);
+    std::fflush(stdout);
+    json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
+                    {"logits", dtype_label(r.dtype)}, {"histogram", r.histogram}, {"us", r.us},
+                    {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
+                    {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
 int cmd_bench(const std::string& what, const Args& args) {
   namespace bn = fi::bench;
-  if (what != "logits") throw UsageError(fmt::format("expected 'bench logits', got '{}'", what));
+  if (what != "logits" && what != "topk" && what != "decode")
+    throw UsageError(fmt::format("expected 'bench logits', 'bench topk' or 'bench decode', got '{}'", what));
+  if (what == "topk") return cmd_bench_topk(args);
+  if (what == "decode") return cmd_bench_decode(args);
   bn::LogitsBenchOptions o;
   if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
   if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
   if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
   if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
-  if (auto v = args.value("--hist")) {
-    o.histogram.clear();
-    for (const std::string& item : split_list(*v)) {
-      if (item != "0" && item != "1") throw UsageError(fmt::format("--hist expects 0 and/or 1, got '{}'", *v));
-      o.histogram.push_back(item == "1");
-    }
-  }
-  if (auto v = args.value("--dtype")) {
-    o.dtypes.clear();
-    for (const std::string& item : split_list(*v)) {
-      if (item == "f32") o.dtypes.push_back(fi::LogitsDType::f32);
-      else if (item == "f16") o.dtypes.push_back(fi::LogitsDType::f16);
-      else if (item == "bf16") o.dtypes.push_back(fi::LogitsDType::bf16);
-      else throw UsageError(fmt::format("--dtype expects f32, f16 or bf16, got '{}'", item));
-    }
-  }
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
   o.replays = args.int_value("--replays", o.replays, 1);
   o.cold_l2 = args.has("--cold-l2");
   if (auto v = args.value("--compare")) {
@@ -505,7 +616,7 @@ int cmd_bench(const std::string& what, const Args& args) {
               "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();
   bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
-    const char* out = r.dtype == fi::LogitsDType::f32 ? "f32" : r.dtype == fi::LogitsDType::f16 ? "f16" : "bf16";
+    const char* out = dtype_label(r.dtype);
     std::printf("%5d %7d %3d %3d %4d %4s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
                 r.heads, r.histogram ? 1 : 0, out, r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction, r.tflops,
                 r.bytes / 1e6, r.us / r.floor_us);
@@ -579,7 +690,7 @@ int main(int argc, char** argv) {
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
     if (command == "bench")
       flags = {"--cold-l2"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
-                                       "--compare", "--json"};
+                                       "--compare", "--json", "--rows", "--k", "--ragged"};
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);

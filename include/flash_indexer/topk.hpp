@@ -45,6 +45,11 @@ struct TopkOptions {
   // Optional second output: the selected scores as stored, widened to float32 [rows, k], contiguous;
   // -inf in the padding slots (index -1).
   TensorView values{};
+  // Optional: write physical KV slots instead of columns, for sparse-attention kernels that gather by
+  // slot. int32 [B, max_blocks] (inner stride 1), the block table of the logits op (block size 64),
+  // with rows a multiple of B (row r belongs to request r / (rows / B)): column i becomes
+  // block_table[b][i / 64] * 64 + i % 64; -1 stays -1. `sorted` still orders by column.
+  TensorView block_table{};
 };
 
 // What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the

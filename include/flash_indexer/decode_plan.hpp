@@ -1,0 +1,65 @@
+#pragma once
+// The whole decode indexer in one call: for a batch shape fixed at creation, a DecodePlan owns its
+// workspace (logits, histogram, top-k workspace), allocated once, and run() writes the top-k indices:
+// histogram zeroed -> logits + fused histogram -> top-k using the histogram. Every step launches on
+// the caller's stream without allocating, copying or synchronizing, so one run() can be captured in a
+// CUDA graph and replayed with new lengths and block tables.
+#include <cstddef>
+#include <cstdint>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
+
+namespace flash_indexer {
+
+struct DecodePlanConfig {
+  int max_batch = 1;              // requests per call, at most
+  int next_n = 1;                 // 1..8
+  int heads = 64;                 // 16, 32, 64
+  int head_dim = 128;             // 64, 128
+  int k = 2048;                   // 1..2048
+  LogitsDType logits = LogitsDType::f16;
+  std::int64_t max_context = 131072;  // the longest context a request may have (the logits width)
+  bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it
+  bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
+  bool sorted = false;            // each row's indices in ascending position order
+};
+
+class DecodePlan {
+ public:
+  // Validates the configuration, allocates the workspace in the current CUDA context and loads every
+  // kernel run() launches (so run() can be captured right away).
+  explicit DecodePlan(const DecodePlanConfig& config);
+  ~DecodePlan();
+  DecodePlan(DecodePlan&& other) noexcept;
+  DecodePlan& operator=(DecodePlan&& other) noexcept;
+  DecodePlan(const DecodePlan&) = delete;
+  DecodePlan& operator=(const DecodePlan&) = delete;
+
+  // q, kv_cache, weights, context_lens and block_table exactly as paged_mqa_logits() takes them, with
+  // B <= max_batch and the shapes of the configuration; indices int32 [B * next_n, k], contiguous.
+  // Under a captured graph the shapes (B) are fixed at capture: capture one graph per batch size, or
+  // capture max_batch and give the unused requests length 0 (they cost almost nothing and get -1).
+  void run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
+           Stream stream) const;
+
+  const DecodePlanConfig& config() const { return config_; }
+  std::int64_t width() const { return width_; }           // columns of the logits buffer
+  std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan holds
+  // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests.
+  TensorView logits(std::int64_t batch) const;
+  TensorView histogram(std::int64_t batch) const;
+  TensorView topk_workspace() const;
+
+ private:
+  void release() noexcept;
+
+  DecodePlanConfig config_;
+  std::int64_t width_ = 0;
+  std::size_t bytes_ = 0;
+  unsigned long long memory_ = 0;  // one allocation: logits | histogram | top-k workspace
+  std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
+};
+
+}  // namespace flash_indexer

@@ -1,0 +1,128 @@
+// DecodePlan: one allocation, the kernels loaded at creation, and run() = memset + logits + top-k.
+#include "flash_indexer/decode_plan.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_registry.hpp"
+
+namespace flash_indexer {
+namespace {
+
+constexpr std::size_t align_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+void check_config(const DecodePlanConfig& c) {
+  auto fail = [](std::string_view field, std::string_view expected, long long got) {
+    throw Error(fmt::format("DecodePlan: config.{}: expected {}, got {}", field, expected, got));
+  };
+  if (c.max_batch < 1 || c.max_batch > 65535) fail("max_batch", "1..65535", c.max_batch);
+  if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
+  if (c.max_context < 1 || c.max_context > (std::int64_t{1} << 30)) fail("max_context", "1..2^30", c.max_context);
+  PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
+  logits.variant = PagedMqaLogitsVariant::portable;
+  try {
+    logits.check_supported();
+  } catch (const Error& e) {
+    throw Error(fmt::format("DecodePlan: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
+  check_config(config_);
+  width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(config_.max_context), 64));
+  const std::size_t rows = static_cast<std::size_t>(config_.max_batch) * config_.next_n;
+  const std::size_t element = config_.logits == LogitsDType::f32 ? 4 : 2;
+  logits_offset_ = 0;
+  histogram_offset_ = align_up(rows * width_ * element, 256);
+  workspace_offset_ = histogram_offset_ + align_up(config_.histogram ? rows * kCoarseBins * 4 : 0, 256);
+  bytes_ = workspace_offset_ + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  current_context("DecodePlan");  // a clear error without a current context
+  CUdeviceptr memory = 0;
+  FI_CU(cuMemAlloc, fmt::format("DecodePlan workspace of {} bytes", bytes_), &memory, bytes_);
+  memory_ = memory;
+  try {
+    PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits,
+                                current_device_arch()};
+    warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
+    warm_topk({config_.logits, current_device_arch()});
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+
+DecodePlan::~DecodePlan() { release(); }
+
+DecodePlan::DecodePlan(DecodePlan&& other) noexcept { *this = std::move(other); }
+
+DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
+  if (this != &other) {
+    release();
+    config_ = other.config_;
+    width_ = other.width_;
+    bytes_ = other.bytes_;
+    memory_ = std::exchange(other.memory_, 0);
+    logits_offset_ = other.logits_offset_;
+    histogram_offset_ = other.histogram_offset_;
+    workspace_offset_ = other.workspace_offset_;
+  }
+  return *this;
+}
+
+void DecodePlan::release() noexcept {
+  if (memory_ != 0 && driver::available()) driver::api().cuMemFree(static_cast<CUdeviceptr>(memory_));
+  memory_ = 0;
+}
+
+TensorView DecodePlan::logits(std::int64_t batch) const {
+  return TensorView::contiguous(reinterpret_cast<void*>(memory_ + logits_offset_), tensor_dtype(config_.logits),
+                                {batch * config_.next_n, width_});
+}
+
+TensorView DecodePlan::histogram(std::int64_t batch) const {
+  if (!config_.histogram) return {};
+  return TensorView::contiguous(reinterpret_cast<void*>(memory_ + histogram_offset_), DType::i32,
+                                {batch * config_.next_n, kCoarseBins});
+}
+
+TensorView DecodePlan::topk_workspace() const {
+  return TensorView::contiguous(reinterpret_cast<void*>(memory_ + workspace_offset_), DType::u8,
+                                {static_cast<std::int64_t>(bytes_ - workspace_offset_)});
+}
+
+void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                     const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
+                     Stream stream) const {
+  if (memory_ == 0) throw Error("DecodePlan::run: the plan was moved from");
+  const std::int64_t batch = q.rank == 4 ? q.shape[0] : -1;
+  if (q.rank != 4 || batch > config_.max_batch || q.shape[1] != config_.next_n || q.shape[2] != config_.heads ||
+      q.shape[3] != config_.head_dim)
+    throw Error(fmt::format("DecodePlan::run: q: expected [B <= {}, {}, {}, {}], got rank {} [{}, {}, {}, {}]",
+                            config_.max_batch, config_.next_n, config_.heads, config_.head_dim, q.rank, q.shape[0],
+                            q.shape[1], q.shape[2], q.shape[3]));
+  if (indices.rank != 2 || indices.shape[1] != config_.k)
+    throw Error(fmt::format("DecodePlan::run: indices: expected [B * next_n, k = {}], got rank {} with shape[1] = {}",
+                            config_.k, indices.rank, indices.rank == 2 ? indices.shape[1] : -1));
+  if (batch == 0) return;
+  const TensorView hist = histogram(batch);
+  if (config_.histogram)
+    FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(hist.data), 0,
+          static_cast<std::size_t>(hist.numel()), stream);
+  PagedMqaLogitsOptions lo;
+  lo.histogram = hist;
+  const TensorView logits_view = logits(batch);
+  paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits_view, stream, lo);
+  TopkOptions to;
+  to.sorted = config_.sorted;
+  to.histogram = hist;
+  if (context_lens.rank == 1) to.next_n = config_.next_n;
+  if (config_.physical_slots) to.block_table = block_table;
+  topk(logits_view, context_lens, indices, topk_workspace(), stream, to);
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,155 @@
+// GPU tests of DecodePlan (logits + histogram -> top-k in one call) and of the top-k physical-slot
+// output: against the reference top-k of the reference logits (exact-arithmetic inputs, so the GPU
+// logits equal the reference bit for bit), eagerly and under CUDA-graph replay with new lengths and
+// block tables.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/error.hpp"
+#include "logits_check.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+
+namespace {
+
+// The reference top-k of the plan's inputs: positions, or physical slots through the block table.
+std::vector<std::int32_t> expected_indices(const ck::LogitsCase& lc, const ck::HostInputs& in, const DecodePlanConfig& pc,
+                                           std::int64_t width) {
+  ck::HostInputs wide = in;
+  wide.width = width;  // the plan's logits width
+  const auto ref_view = wide.reference_view(lc);
+  const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
+  std::vector<float> rounded(ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(pc.logits, static_cast<float>(ref[i]));
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * pc.next_n;
+  std::vector<std::int64_t> lengths;
+  for (std::int64_t r = 0; r < rows; ++r)
+    lengths.push_back(reference::row_length(ref_view, static_cast<int>(r / pc.next_n), static_cast<int>(r % pc.next_n)));
+  std::vector<std::int32_t> out = reference::topk(rounded, width, width, lengths, pc.k, pc.sorted).indices;
+  if (pc.physical_slots)
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (int i = 0; i < pc.k; ++i) {
+        std::int32_t& v = out[r * pc.k + i];
+        if (v >= 0) v = in.block_table[(r / pc.next_n) * in.max_blocks + v / 64] * 64 + v % 64;
+      }
+  return out;
+}
+
+// Compares set-wise (unsorted plans) or byte-wise (sorted plans).
+void require_same(std::vector<std::int32_t> got, std::vector<std::int32_t> want, const DecodePlanConfig& pc) {
+  REQUIRE(got.size() == want.size());
+  if (!pc.sorted)
+    for (std::size_t r = 0; r < got.size() / pc.k; ++r) {
+      std::sort(got.begin() + r * pc.k, got.begin() + (r + 1) * pc.k);
+      std::sort(want.begin() + r * pc.k, want.begin() + (r + 1) * pc.k);
+    }
+  REQUIRE(got == want);
+}
+
+ck::LogitsCase plan_case(const DecodePlanConfig& pc, std::vector<int> lengths, std::mt19937_64& rng) {
+  ck::LogitsCase lc;
+  lc.config = {pc.next_n, pc.heads, pc.head_dim, 64, pc.histogram, pc.logits, {}};
+  lc.lengths = std::move(lengths);
+  lc.lens_2d = false;
+  lc.exact_values = true;
+  lc.width = pc.max_context;
+  lc.seed = rng();
+  return lc;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", "[gpu][plan]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  const DecodePlanConfig configs[] = {
+      {4, 1, 64, 128, 2048, LogitsDType::f16, 40000, true, false, false},
+      {3, 2, 32, 128, 512, LogitsDType::bf16, 20000, true, true, true},
+      {2, 4, 64, 128, 1024, LogitsDType::f32, 12000, false, true, false},
+      {3, 3, 16, 64, 7, LogitsDType::f16, 5000, true, false, true},
+  };
+  for (const DecodePlanConfig& pc : configs) {
+    DecodePlan plan(pc);
+    for (int batch : {pc.max_batch, 1}) {
+      std::vector<int> lengths;
+      for (int b = 0; b < batch; ++b) lengths.push_back(b == 1 ? 0 : static_cast<int>(rng() % pc.max_context) + 1);
+      const ck::LogitsCase lc = plan_case(pc, lengths, rng);
+      INFO(ck::describe(lc) << " k " << pc.k << (pc.physical_slots ? " slots" : "") << (pc.sorted ? " sorted" : ""));
+      const ck::HostInputs in = ck::make_inputs(lc);
+      ck::DeviceInputs d = ck::upload(in, lc);
+      const ck::LogitsViews v = ck::views(d, in, lc);
+      const std::int64_t rows = static_cast<std::int64_t>(batch) * pc.next_n;
+      ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
+      indices.fill(0x7d);
+      plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table,
+               TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k}), test::gpu_session().stream());
+      test::gpu_session().synchronize();
+      require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
+                   expected_indices(lc, in, pc, plan.width()), pc);
+      if (pc.histogram) {
+        std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));
+        driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
+                                                 rep.size() * sizeof(TopkRowReport)),
+                      "cuMemcpyDtoH");
+        for (const auto& r : rep) CHECK(r.histogram_use == 1);  // the fused histogram adds up
+      }
+    }
+  }
+}
+
+TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block tables", "[gpu][plan]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  const DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
+  DecodePlan plan(pc);
+  ck::LogitsCase lc = plan_case(pc, {20000, 30000, 5, 0, 12345, 2049}, rng);
+  lc.spare_blocks = 500;
+  ck::HostInputs in = ck::make_inputs(lc);
+  ck::DeviceInputs d = ck::upload(in, lc);
+  const ck::LogitsViews v = ck::views(d, in, lc);
+  const std::int64_t rows = 6 * 2;
+  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
+  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+  CUstream stream = test::gpu_session().stream();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+  for (int replay = 0; replay < 3; ++replay) {
+    INFO("replay " << replay);
+    for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
+    in.context_lens[replay] = 0;  // a padding request
+    std::vector<std::int32_t> pool(in.num_blocks);
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), rng);
+    std::size_t next = 0;
+    for (int b = 0; b < in.batch; ++b)
+      for (int i = 0; i < in.max_blocks; ++i)
+        in.block_table[b * in.max_blocks + i] = i < (pc.max_context + 63) / 64 ? pool[next++ % pool.size()] : -1;
+    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
+    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
+    indices.fill(0x7d);
+    FI_CU(cuGraphLaunch, "test", exec, stream);
+    test::gpu_session().synchronize();
+    lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
+    require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(lc, in, pc, plan.width()), pc);
+  }
+  driver::api().cuGraphExecDestroy(exec);
+  driver::api().cuGraphDestroy(graph);
+}
+
+TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[plan]") {
+  CHECK_THROWS_WITH(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("config.max_batch"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4096, LogitsDType::f16, 1000}), Catch::Matchers::Contains("config.k"));
+  CHECK_THROWS_WITH(DecodePlan({1, 9, 64, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("next_n in 1..8"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 48, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("heads"));
+}

@@ -1,0 +1,75 @@
+#include "decode_bench.hpp"
+
+#include <algorithm>
+#include <random>
+
+#include "flash_indexer/decode_plan.hpp"
+#include "gpu_timer.hpp"
+#include "paged_inputs.hpp"
+
+namespace flash_indexer::bench {
+
+std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& o, double read_bandwidth,
+                                             const std::function<void(const DecodeBenchRow&)>& on_row) {
+  std::mt19937_64 rng(o.seed);
+  constexpr int kDim = 128;
+  const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int max_length = *std::max_element(o.lengths.begin(), o.lengths.end());
+  const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
+  const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
+  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDim, rng);
+  check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
+  std::vector<DecodeBenchRow> out;
+  for (int batch : o.batches) {
+    for (int length : o.lengths) {
+      inputs.draw(batch, length, rng);
+      for (int heads : o.heads) {
+        for (int next_n : o.next_ns) {
+          for (LogitsDType dtype : o.dtypes) {
+            for (int histogram : o.histogram) {
+              DecodePlanConfig pc;
+              pc.max_batch = batch;
+              pc.next_n = next_n;
+              pc.heads = heads;
+              pc.head_dim = kDim;
+              pc.k = o.k;
+              pc.logits = dtype;
+              pc.max_context = inputs.width();
+              pc.histogram = histogram != 0;
+              const DecodePlan plan(pc);
+              const auto q = inputs.q(next_n, heads);
+              const auto kv = inputs.kv_cache();
+              const auto w = inputs.weights(next_n, heads);
+              const auto lens = inputs.context_lens();
+              const auto table = inputs.block_table();
+              const std::int64_t rows = static_cast<std::int64_t>(batch) * next_n;
+              const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, o.k});
+              DecodeBenchRow r;
+              r.heads = heads;
+              r.next_n = next_n;
+              r.batch = batch;
+              r.length = length;
+              r.k = o.k;
+              r.dtype = dtype;
+              r.histogram = pc.histogram;
+              r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
+              PagedMqaLogitsOptions lo;
+              lo.histogram = plan.histogram(batch);
+              const TensorView logits = plan.logits(batch);
+              r.logits_us =
+                  time_graph(gpu, [&](CUstream s) { paged_mqa_logits(q, kv, w, lens, table, logits, s, lo); }, o.replays)
+                      .median_us;
+              r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
+              r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
+              out.push_back(r);
+              if (on_row) on_row(r);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace flash_indexer::bench

@@ -1,0 +1,93 @@
+#include "paged_inputs.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+namespace flash_indexer::bench {
+namespace {
+
+constexpr int kBlock = 64;
+
+// 4096 random blocks (valid FP8 keys, positive scales), replicated over the pool.
+void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t block_bytes, int head_dim,
+               std::mt19937_64& rng) {
+  const std::int64_t pattern_blocks = std::min<std::int64_t>(blocks, 4096);
+  std::vector<std::uint8_t> host(static_cast<std::size_t>(pattern_blocks * block_bytes));
+  std::uniform_real_distribution<float> scale(0.005f, 0.05f);
+  for (std::int64_t b = 0; b < pattern_blocks; ++b) {
+    std::uint8_t* base = host.data() + b * block_bytes;
+    for (int i = 0; i < kBlock * head_dim; i += 8) {
+      std::uint64_t r = rng();
+      for (int k = 0; k < 8; ++k, r >>= 8) base[i + k] = static_cast<std::uint8_t>((r & 0x7f) == 0x7f ? 0x3c : r);
+    }
+    for (int t = 0; t < kBlock; ++t) {
+      const float s = scale(rng);
+      std::memcpy(base + kBlock * head_dim + 4 * t, &s, 4);
+    }
+  }
+  for (std::int64_t b = 0; b < blocks; b += pattern_blocks) {
+    const std::int64_t n = std::min(pattern_blocks, blocks - b);
+    pool.upload(host.data(), static_cast<std::size_t>(n * block_bytes), static_cast<std::size_t>(b * block_bytes));
+  }
+}
+
+}  // namespace
+
+PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim,
+                         std::mt19937_64& rng)
+    : head_dim_(head_dim), block_bytes_(kBlock * (head_dim + 4)) {
+  max_width_ = (static_cast<std::int64_t>(max_length) * 13 / 10 + kBlock) / kBlock * kBlock;
+  // Enough distinct blocks for the largest batch, and always several times the 60 MiB L2.
+  pool_blocks_ = std::max<std::int64_t>(static_cast<std::int64_t>(max_batch) * (max_width_ / kBlock) * 11 / 10,
+                                        (std::int64_t{512} << 20) / block_bytes_);
+  pool_ = check::DeviceBuffer(static_cast<std::size_t>(pool_blocks_ * block_bytes_));
+  fill_pool(pool_, pool_blocks_, block_bytes_, head_dim, rng);
+  q_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * max_next_n * max_heads * head_dim);
+  weights_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * max_next_n * max_heads * 4);
+  lens_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * 4);
+  table_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * (max_width_ / kBlock) * 4);
+  std::vector<std::uint8_t> qh(q_.bytes());
+  for (auto& v : qh) {
+    v = static_cast<std::uint8_t>(rng());
+    if ((v & 0x7f) == 0x7f) v = 0x38;
+  }
+  q_.upload(qh.data(), qh.size());
+  std::normal_distribution<float> normal(0.0f, 0.125f);
+  std::vector<float> wh(weights_.bytes() / 4);
+  for (auto& w : wh) w = normal(rng);
+  weights_.upload(wh.data(), wh.size() * 4);
+  ids_.resize(static_cast<std::size_t>(pool_blocks_));
+  std::iota(ids_.begin(), ids_.end(), 0);
+}
+
+void PagedInputs::draw(int batch, int length, std::mt19937_64& rng) {
+  batch_ = batch;
+  std::uniform_int_distribution<int> len_dist(length * 7 / 10, length * 13 / 10);
+  lengths_.resize(batch);
+  for (auto& l : lengths_) l = len_dist(rng);
+  width_ = (*std::max_element(lengths_.begin(), lengths_.end()) + kBlock - 1) / kBlock * kBlock;
+  std::shuffle(ids_.begin(), ids_.end(), rng);
+  std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * (width_ / kBlock));
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = ids_[i % ids_.size()];
+  lens_.upload(lengths_.data(), lengths_.size() * 4);
+  table_.upload(table.data(), table.size() * 4);
+  blocks_read_ = 0;
+  for (auto l : lengths_) blocks_read_ += (l + kBlock - 1) / kBlock;
+}
+
+TensorView PagedInputs::q(int next_n, int heads) const {
+  return TensorView::contiguous(q_.data(), DType::fp8_e4m3, {batch_, next_n, heads, head_dim_});
+}
+TensorView PagedInputs::kv_cache() const {
+  return TensorView::contiguous(pool_.data(), DType::u8, {pool_blocks_, kBlock, 1, head_dim_ + 4});
+}
+TensorView PagedInputs::weights(int next_n, int heads) const {
+  return TensorView::contiguous(weights_.data(), DType::f32, {static_cast<std::int64_t>(batch_) * next_n, heads});
+}
+TensorView PagedInputs::context_lens() const { return TensorView::contiguous(lens_.data(), DType::i32, {batch_}); }
+TensorView PagedInputs::block_table() const {
+  return TensorView::contiguous(table_.data(), DType::i32, {batch_, width_ / kBlock});
+}
+
+}  // namespace flash_indexer::bench

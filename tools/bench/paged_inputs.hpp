@@ -1,0 +1,44 @@
+#pragma once
+// Benchmark inputs of the paged indexer: a pool of KV blocks much larger than L2 (valid FP8 keys,
+// positive scales), q and weights, and per batch shape the lengths (uniform in [0.7, 1.3] L) and a
+// block table drawn shuffled from the whole pool.
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "gpu_session.hpp"
+
+namespace flash_indexer::bench {
+
+class PagedInputs {
+ public:
+  // Sized for up to max_batch requests of up to 1.3 * max_length keys, next_n x heads x head_dim queries.
+  PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, std::mt19937_64& rng);
+
+  // New lengths and block table for `batch` requests around `length`.
+  void draw(int batch, int length, std::mt19937_64& rng);
+
+  int batch() const { return batch_; }
+  std::int64_t width() const { return width_; }              // the longest length, rounded up to a block
+  std::int64_t blocks_read() const { return blocks_read_; }  // KV blocks the lengths cover
+  const std::vector<std::int32_t>& lengths() const { return lengths_; }
+  std::int64_t block_bytes() const { return block_bytes_; }
+
+  // Views for next_n and heads (<= the maxima), and the 1-D lengths.
+  TensorView q(int next_n, int heads) const;
+  TensorView kv_cache() const;
+  TensorView weights(int next_n, int heads) const;
+  TensorView context_lens() const;
+  TensorView block_table() const;
+
+ private:
+  int head_dim_;
+  std::int64_t block_bytes_, pool_blocks_, max_width_;
+  check::DeviceBuffer pool_, q_, weights_, lens_, table_;
+  std::vector<std::int32_t> ids_, lengths_;
+  int batch_ = 0;
+  std::int64_t width_ = 0, blocks_read_ = 0;
+};
+
+}  // namespace flash_indexer::bench

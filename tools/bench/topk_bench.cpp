@@ -1,0 +1,83 @@
+#include "topk_bench.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include "flash_indexer/reference.hpp"
+#include "flash_indexer/topk.hpp"
+#include "gpu_timer.hpp"
+
+namespace flash_indexer::bench {
+
+std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBenchOptions& o, double read_bandwidth,
+                                         const std::function<void(const TopkBenchRow&)>& on_row) {
+  std::mt19937_64 rng(o.seed);
+  const bool any_histogram = std::find(o.histogram.begin(), o.histogram.end(), 1) != o.histogram.end();
+  const int max_k = *std::max_element(o.ks.begin(), o.ks.end());
+  std::vector<TopkBenchRow> out;
+  for (int rows : o.rows) {
+    for (int length : o.lengths) {
+      for (int ragged : o.ragged) {
+        for (LogitsDType dtype : o.dtypes) {
+          // Scores like an indexer's: a ReLU-weighted sum, many near zero, a heavy upper tail.
+          std::vector<std::int64_t> lens(rows);
+          std::uniform_int_distribution<int> len_dist(ragged ? length / 2 : length, length);
+          for (auto& l : lens) l = len_dist(rng);
+          const std::size_t count = static_cast<std::size_t>(rows) * length;
+          const std::size_t element = dtype == LogitsDType::f32 ? 4 : 2;
+          std::vector<std::uint8_t> bytes(count * element);
+          std::vector<double> stored(any_histogram ? count : 0);
+          std::normal_distribution<float> normal(0.0f, 1.0f);
+          for (std::size_t i = 0; i < count; ++i) {
+            const float x = std::max(normal(rng), 0.0f) * 3.0f + 0.25f * normal(rng);
+            if (dtype == LogitsDType::f32) {
+              std::memcpy(bytes.data() + i * 4, &x, 4);
+            } else {
+              const std::uint16_t h =
+                  dtype == LogitsDType::f16 ? reference::float_to_f16_bits(x) : reference::float_to_bf16_bits(x);
+              std::memcpy(bytes.data() + i * 2, &h, 2);
+            }
+            if (any_histogram) stored[i] = reference::load_logit(dtype, bytes.data(), i);
+          }
+          check::DeviceBuffer logits = check::DeviceBuffer::from(bytes);
+          std::vector<std::int32_t> lens32(lens.begin(), lens.end());
+          check::DeviceBuffer lengths = check::DeviceBuffer::from(lens32);
+          std::vector<std::int32_t> hist_host;
+          if (any_histogram) reference::add_coarse_histogram(stored, length, lens, dtype, hist_host);
+          check::DeviceBuffer hist = check::DeviceBuffer::from(hist_host);
+          check::DeviceBuffer indices(static_cast<std::size_t>(rows) * max_k * 4), workspace(topk_workspace_bytes(rows));
+          std::int64_t live = 0;
+          for (auto l : lens) live += l;
+          for (int k : o.ks) {
+            for (int histogram : o.histogram) {
+              TopkOptions options;
+              if (histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+              const auto lv = TensorView::contiguous(logits.data(), tensor_dtype(dtype), {rows, length});
+              const auto nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
+              const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
+              const auto wv = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+              TopkBenchRow r;
+              r.rows = rows;
+              r.length = length;
+              r.k = k;
+              r.dtype = dtype;
+              r.histogram = histogram != 0;
+              r.ragged = ragged != 0;
+              r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
+              r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
+                        (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
+              r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
+              r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
+              out.push_back(r);
+              if (on_row) on_row(r);
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace flash_indexer::bench

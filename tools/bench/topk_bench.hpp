@@ -1,0 +1,36 @@
+#pragma once
+// `flash-indexer bench topk`: the top-k selector over rows x length x k x dtype, with the histogram
+// given or not, full-length or ragged rows; CUDA events over CUDA-graph replays (median).
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "gpu_session.hpp"
+
+namespace flash_indexer::bench {
+
+struct TopkBenchOptions {
+  std::vector<int> rows = {1, 4, 8, 32, 64, 128, 512};
+  std::vector<int> lengths = {8192, 32768, 65536, 131072, 262144};
+  std::vector<int> ks = {512, 1024, 2048};
+  std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
+  std::vector<int> histogram = {0, 1};
+  std::vector<int> ragged = {0, 1};  // 1: lengths uniform in [L/2, L]
+  int replays = 50;
+  std::uint64_t seed = 1;
+};
+
+struct TopkBenchRow {
+  int rows = 0, length = 0, k = 0;
+  LogitsDType dtype = LogitsDType::f32;
+  bool histogram = false, ragged = false;
+  double us = 0;
+  double bytes = 0;  // live logits read once (+ the histogram when given) + indices written
+  double gbps = 0, bandwidth_fraction = 0;
+};
+
+std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBenchOptions& options, double read_bandwidth,
+                                         const std::function<void(const TopkBenchRow&)>& on_row);
+
+}  // namespace flash_indexer::bench
