@@ -10,6 +10,7 @@
 
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
 #include "logits_check.hpp"
 #include "test_support.hpp"
 #include "topk_check.hpp"
@@ -18,8 +19,6 @@ using namespace flash_indexer;
 namespace ck = flash_indexer::check;
 
 namespace {
-
-const char* dtype_name(LogitsDType t) { return t == LogitsDType::f32 ? "f32" : t == LogitsDType::f16 ? "f16" : "bf16"; }
 
 void require_pass(const ck::TopkComparison& r) {
   INFO(r.failure);
@@ -67,7 +66,7 @@ const bool registered = [] {
     for (int k : {1, 7, 512, 1024, 2048})
       for (bool histogram : {false, true})
         for (bool sorted : {false, true})
-          test::register_test(fmt::format("gpu topk in-{} k{} hist{} {}", dtype_name(dtype), k, histogram ? 1 : 0,
+          test::register_test(fmt::format("gpu topk in-{} k{} hist{} {}", logits_name(dtype), k, histogram ? 1 : 0,
                                           sorted ? "sorted" : "unsorted"),
                               "[gpu][topk]", [=] { run_configuration(dtype, k, histogram, sorted); });
   return true;

@@ -15,21 +15,22 @@
 #include <thread>
 #include <vector>
 
+#include "decode_bench.hpp"
 #include "disk_cache.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/jit.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
-#include "logits_check.hpp"
 #include "gpu_timer.hpp"
-#include "decode_bench.hpp"
-#include "logits_bench.hpp"
-#include "topk_bench.hpp"
-#include "recall.hpp"
-#include "topk_check.hpp"
-#include "nvrtc_compiler.hpp"
 #include "kernel_catalog.hpp"
+#include "kernel_key.hpp"
+#include "logits_bench.hpp"
+#include "logits_check.hpp"
+#include "nvrtc_compiler.hpp"
+#include "recall.hpp"
+#include "topk_bench.hpp"
+#include "topk_check.hpp"
 
 namespace fi = flash_indexer;
 namespace fs = std::filesystem;
@@ -499,10 +500,6 @@ std::vector<int> parse_flags(const std::string& name, const std::string& text) {
   return out;
 }
 
-const char* dtype_label(fi::LogitsDType t) {
-  return t == fi::LogitsDType::f32 ? "f32" : t == fi::LogitsDType::f16 ? "f16" : "bf16";
-}
-
 // GPU 0 and its measured read bandwidth, or nullopt (after saying why) without a GPU.
 struct BenchGpu {
   fi::check::GpuSession gpu;
@@ -540,10 +537,10 @@ int cmd_bench_topk(const Args& args) {
   std::printf("%5s %7s %5s %4s %4s %6s %9s %8s %6s\n", "rows", "L", "k", "in", "hist", "ragged", "us", "GB/s", "BW%");
   nlohmann::json json = nlohmann::json::array();
   bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
-    std::printf("%5d %7d %5d %4s %4d %6d %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, dtype_label(r.dtype),
+    std::printf("%5d %7d %5d %4s %4d %6d %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, fi::logits_name(r.dtype),
                 r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.us, r.gbps, 100 * r.bandwidth_fraction);
     std::fflush(stdout);
-    json.push_back({{"rows", r.rows}, {"length", r.length}, {"k", r.k}, {"logits", dtype_label(r.dtype)},
+    json.push_back({{"rows", r.rows}, {"length", r.length}, {"k", r.k}, {"logits", fi::logits_name(r.dtype)},
                     {"histogram", r.histogram}, {"ragged", r.ragged}, {"us", r.us}, {"bytes", r.bytes},
                     {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth}});
   });
@@ -572,11 +569,11 @@ int cmd_bench_decode(const Args& args) {
   nlohmann::json json = nlohmann::json::array();
   bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
     std::printf("%3d %3d %5d %7d %4s %4d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
-                dtype_label(r.dtype), r.histogram ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us, r.kv_floor_us,
+                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us, r.kv_floor_us,
                 r.us / r.kv_floor_us);
     std::fflush(stdout);
     json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
-                    {"logits", dtype_label(r.dtype)}, {"histogram", r.histogram}, {"us", r.us},
+                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"us", r.us},
                     {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
                     {"read_bandwidth", bandwidth}});
   });
@@ -616,7 +613,7 @@ int cmd_bench(const std::string& what, const Args& args) {
               "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();
   bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
-    const char* out = dtype_label(r.dtype);
+    const char* out = fi::logits_name(r.dtype);
     std::printf("%5d %7d %3d %3d %4d %4s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
                 r.heads, r.histogram ? 1 : 0, out, r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction, r.tflops,
                 r.bytes / 1e6, r.us / r.floor_us);

@@ -9,6 +9,7 @@
 #include <numeric>
 #include <random>
 
+#include "kernel_key.hpp"
 #include "kernel_registry.hpp"
 
 namespace flash_indexer::check {
@@ -62,7 +63,7 @@ std::string describe(const LogitsCase& c) {
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
                                                                            : "",
                      c.config.next_n, c.config.heads, c.config.head_dim,
-                     c.config.logits == LogitsDType::f32 ? "f32" : c.config.logits == LogitsDType::f16 ? "f16" : "bf16",
+                     logits_name(c.config.logits),
                      c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
                      c.wide_values ? " wide" : c.exact_values ? " exact" : "", c.nan_weight_row >= 0 ? " nan-weight" : "", c.seed);
 }

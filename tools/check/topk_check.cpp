@@ -10,6 +10,7 @@
 #include <random>
 
 #include "../../kernels/topk_params.cuh"
+#include "kernel_key.hpp"
 
 namespace flash_indexer::check {
 namespace {
@@ -170,7 +171,7 @@ std::vector<RowSpec> adversarial_rows(int k) {
 
 std::string describe(const TopkCase& c) {
   return fmt::format("in-{} k {} {} histogram {} {} rows width {} seed {}",
-                     c.dtype == LogitsDType::f32 ? "f32" : c.dtype == LogitsDType::f16 ? "f16" : "bf16", c.k,
+                     logits_name(c.dtype), c.k,
                      c.sorted ? "sorted" : "unsorted", histogram_mode_name(c.histogram), c.rows.size(), c.width, c.seed);
 }
 
