@@ -1,6 +1,7 @@
 // Kernel keys, arch names and codegen are canonical and deterministic.
 #include <catch2/catch.hpp>
 
+#include "../kernels/paged_mqa_logits_params.cuh"
 #include "disk_cache.hpp"
 #include "embedded_sources.hpp"
 #include "flash_indexer/error.hpp"
@@ -117,4 +118,20 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
 TEST_CASE("an include of a header that is not embedded is an error", "[keys]") {
   CHECK_THROWS_WITH(included_headers("#include \"missing.cuh\"\n"), Contains("missing.cuh"));
   CHECK(included_headers("#include <cuda_fp16.h>\n").empty());  // NVRTC built-ins are not ours to embed
+}
+
+TEST_CASE("the sm90 kernel's shared memory fits an H200 SM and keeps TMA destinations 1024-byte aligned", "[keys]") {
+  for (const auto& c : supported_paged_mqa_logits_configs(Arch{9, 0, true})) {
+    if (c.variant != PagedMqaLogitsVariant::sm90) continue;
+    INFO(c.key());
+    const kernels::Sm90Layout l = kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram);
+    CHECK(l.bytes <= 227 * 1024);
+    CHECK(l.q % 1024 == 0);
+    CHECK(l.k % 1024 == 0);
+    CHECK((64 * c.head_dim) % 1024 == 0);  // every key stage starts 1024-aligned
+    CHECK(l.barriers % 8 == 0);
+    const int threads = kernels::sm90_threads(c.next_n * c.heads);
+    CHECK(threads % 128 == 0);
+    CHECK(kernels::sm90_stages(c.next_n * c.heads) % kernels::sm90_consumers(c.next_n * c.heads) == 0);
+  }
 }
