@@ -18,7 +18,12 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
   FI_CU(cuStreamBeginCapture, "bench", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
-  enqueue(stream);
+  try {
+    enqueue(stream);
+  } catch (...) {  // leave the stream usable: end the capture before reporting
+    if (cu.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS && graph != nullptr) cu.cuGraphDestroy(graph);
+    throw;
+  }
   FI_CU(cuStreamEndCapture, "bench", stream, &graph);
   FI_CU(cuGraphInstantiate, "bench", &exec, graph, 0);
   CUevent start = nullptr, stop = nullptr;
