@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "driver.hpp"
@@ -35,13 +36,30 @@ void require_not_capturing(CUstream stream, const std::string& key);
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
                    void** args);
 
-// Config must be equality-comparable and hashable by Hash. Entries live for the whole process
+// The current CUDA context (an Error naming `op` when there is none) and the target the JIT compiles for
+// on its device.
+CUcontext current_context(std::string_view op);
+Arch current_device_arch();
+
+// Config must be equality-comparable and hashable by Hash, and have an `arch` member. Entries live for the whole process
 // (modules are never unloaded: kernels may still run when static destructors do).
 template <class Config, class Hash>
 class KernelRegistry {
  public:
   // make_spec() (returning a KernelSpec) is called only on a miss, to build the spec of `config` for
   // the current device.
+  // The kernel of `config` in the current context, whatever config.arch says: make_spec(config with the
+  // current device's arch) builds its spec on a miss.
+  template <class MakeSpec>
+  const LoadedKernel& get_for_current_device(std::string_view op, Config config, CUstream stream, MakeSpec&& make_spec) {
+    config.arch = Arch{};
+    return get(current_context(op), config, stream, [&] {
+      Config full = config;
+      full.arch = current_device_arch();
+      return make_spec(full);
+    });
+  }
+
   template <class MakeSpec>
   const LoadedKernel& get(CUcontext context, const Config& config, CUstream stream, MakeSpec&& make_spec) {
     const Key key{context, config};
@@ -87,9 +105,5 @@ class KernelRegistry {
   std::shared_mutex mutex_;
   std::unordered_map<Key, std::unique_ptr<Slot>, KeyHash> slots_;
 };
-
-// The current CUDA context and the target the JIT compiles for on its device.
-CUcontext current_context(std::string_view op);
-Arch current_device_arch();
 
 }  // namespace flash_indexer

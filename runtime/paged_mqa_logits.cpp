@@ -35,16 +35,11 @@ KernelRegistry<PagedMqaLogitsConfig, ConfigHash>& registry() {
   return *r;
 }
 
-const LoadedKernel& loaded_kernel(PagedMqaLogitsConfig config, CUstream stream) {
-  config.arch = Arch{};
-  const CUcontext context = current_context(kOp);
-  return registry().get(context, config, stream, [&] {
-    PagedMqaLogitsConfig full = config;
-    full.arch = current_device_arch();
-    full = full.resolved();
-    if (config.variant == PagedMqaLogitsVariant::sm90) full.check_supported();  // a forced sm90 must fit
-    return paged_mqa_logits_kernel_spec(full);
-  });
+// The registry keys the requested variant (automatic included); the spec resolves it for the device and
+// rejects a forced sm90 that does not fit it.
+const LoadedKernel& loaded_kernel(const PagedMqaLogitsConfig& config, CUstream stream) {
+  return registry().get_for_current_device(
+      kOp, config, stream, [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
 }
 
 struct Launch {

@@ -31,14 +31,8 @@ KernelRegistry<TopkConfig, ConfigHash>& registry() {
   return *r;
 }
 
-const LoadedKernel& loaded_kernel(TopkConfig config, CUstream stream) {
-  config.arch = Arch{};
-  const CUcontext context = current_context(kOp);
-  return registry().get(context, config, stream, [&] {
-    TopkConfig full = config;
-    full.arch = current_device_arch();
-    return topk_kernel_spec(full);
-  });
+const LoadedKernel& loaded_kernel(const TopkConfig& config, CUstream stream) {
+  return registry().get_for_current_device(kOp, config, stream, [](const TopkConfig& c) { return topk_kernel_spec(c); });
 }
 
 struct Launch {
