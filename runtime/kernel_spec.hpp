@@ -3,6 +3,7 @@
 // how it is launched. Produced by each op's codegen, consumed by the compiler, cache and registry.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "flash_indexer/arch.hpp"
 
@@ -18,5 +19,13 @@ struct KernelSpec {
   int variant = 0;          // which kernel family of the op (op-defined), for its launcher
   nlohmann::json config;    // the configuration, for meta.json
 };
+
+// The extern "C" name of a kernel: "fi_" + its key with '.' and '-' made '_'.
+inline std::string kernel_entry_name(std::string_view key) {
+  std::string entry = "fi_" + std::string(key);
+  for (char& ch : entry)
+    if (ch == '.' || ch == '-') ch = '_';
+  return entry;
+}
 
 }  // namespace flash_indexer

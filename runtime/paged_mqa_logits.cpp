@@ -233,9 +233,7 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;
-  spec.entry = "fi_" + spec.key;
-  for (char& ch : spec.entry)
-    if (ch == '.' || ch == '-') ch = '_';
+  spec.entry = kernel_entry_name(spec.key);
   spec.variant = static_cast<int>(c.variant);
   if (sm90) {
     spec.threads = kernels::sm90_threads(c.next_n * c.heads);

@@ -155,9 +155,7 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;
-  spec.entry = "fi_" + spec.key;
-  for (char& ch : spec.entry)
-    if (ch == '.' || ch == '-') ch = '_';
+  spec.entry = kernel_entry_name(spec.key);
   spec.threads = kernels::kTopkThreads;
   spec.smem_bytes = 0;  // static shared memory only
   spec.source = fmt::format(
