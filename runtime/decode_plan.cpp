@@ -49,7 +49,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits,
                                 current_device_arch()};
     warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
-    warm_topk({config_.logits, current_device_arch()});
+    warm_topk(config_.logits);
   } catch (...) {
     release();
     throw;

@@ -17,6 +17,7 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   kernel.threads = spec.threads;
   kernel.smem_bytes = spec.smem_bytes;
   kernel.variant = spec.variant;
+  kernel.arch = spec.arch;
   CUdevice device = 0;
   FI_CU(cuCtxGetDevice, spec.key, &device);
   FI_CU(cuDeviceGetAttribute, spec.key, &kernel.multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);

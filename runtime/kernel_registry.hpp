@@ -22,6 +22,7 @@ struct LoadedKernel {
   unsigned threads = 0;
   unsigned smem_bytes = 0;
   int variant = 0;          // KernelSpec::variant
+  Arch arch{};              // the target it was compiled for
   int multiprocessors = 0;  // of the device the module was loaded on
 };
 

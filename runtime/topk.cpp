@@ -23,7 +23,7 @@ static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::in
 constexpr std::string_view kOp = "topk";
 
 struct ConfigHash {
-  std::size_t operator()(const TopkConfig& c) const { return static_cast<std::size_t>(c.logits); }
+  std::size_t operator()(const TopkConfig& c) const { return static_cast<std::size_t>(c.logits) * 16 + c.split; }
 };
 
 KernelRegistry<TopkConfig, ConfigHash>& registry() {
@@ -48,7 +48,8 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
   oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).stride(1, 1).not_null().aligned(dtype_size(logits.dtype));
   const std::int64_t rows = logits.shape[0], width = logits.shape[1];
   if (rows < 0 || rows > INT_MAX) oc.fail("rows = logits.shape[0] in 0..2^31-1", std::to_string(rows));
-  if (width < 0 || width > INT_MAX - 8192) oc.fail("a width in 0..2^31-8193", std::to_string(width));
+  // Headroom for a tile's column arithmetic past the row end.
+  if (width < 0 || width > INT_MAX - 65536) oc.fail("a width in 0..2^31-65537", std::to_string(width));
   if (rows > 1 && logits.strides[0] < width)
     oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
   l.config.logits = logits_dtype_of(logits.dtype);
@@ -75,6 +76,9 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
   ic.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").contiguous().not_null().aligned(4);
   const std::int64_t k = indices.shape[1];
   if (k < 1 || k > kMaxTopk) ic.fail(fmt::format("k = indices.shape[1] in 1..{}", kMaxTopk), std::to_string(k));
+
+  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
+    throw Error(fmt::format("topk: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", options.split));
 
   if (options.values.rank != 0) {
     TensorChecks vc(kOp, "values", options.values);
@@ -127,14 +131,17 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
 
 }  // namespace
 
-std::string TopkConfig::key() const { return fmt::format("topk.radix.in-{}.{}", logits_name(logits), arch.name()); }
+std::string TopkConfig::key() const {
+  return fmt::format("topk.split{}.in-{}.{}", split, logits_name(logits), arch.name());
+}
 
 TopkConfig TopkConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
-  if (parts.size() != 4 || parts[0] != "topk" || parts[1] != "radix" || !in)
-    throw Error(fmt::format("kernel key \"{}\": expected topk.radix.in-<f32|f16|bf16>.<arch>", key));
+  if (parts.size() != 4 || parts[0] != "topk" || !parts[1].starts_with("split") || !in)
+    throw Error(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
   TopkConfig c;
+  c.split = parse_int_after(parts[1], "split", key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -144,10 +151,34 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
 void TopkConfig::check_supported() const {
   if (arch.major < 8)
     throw Error(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
+  if (split != 1 && split != 2 && split != 4 && split != 8)
+    throw Error(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
+  if (split > 1 && arch.major < 9)
+    throw Error(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
+                            split, arch.name()));
+}
+
+std::vector<int> supported_topk_splits(const Arch& arch) {
+  if (arch.major < 9) return {1};
+  return {1, 2, 4, 8};
 }
 
 std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
-  return {{LogitsDType::f32, arch}, {LogitsDType::f16, arch}, {LogitsDType::bf16, arch}};
+  std::vector<TopkConfig> configs;
+  for (int split : supported_topk_splits(arch))
+    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) configs.push_back({dtype, arch, split});
+  return configs;
+}
+
+// Smallest row segment per CTA worth a cluster split (columns of the widest row). Measured: see
+// automatic_topk_split's comment in topk.hpp.
+constexpr std::int64_t kTopkMinSegment = 4096;
+
+int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch) {
+  int split = 1;
+  for (int c : supported_topk_splits(arch))
+    if (rows * c <= multiprocessors && width >= static_cast<std::int64_t>(c) * kTopkMinSegment) split = c;
+  return split;
 }
 
 KernelSpec topk_kernel_spec(const TopkConfig& c) {
@@ -160,13 +191,18 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.smem_bytes = 0;  // static shared memory only
   spec.source = fmt::format(
       "// {key}\n"
-      "#include \"topk_radix.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
-      "  flash_indexer::kernels::topk_radix<flash_indexer::kernels::LogitsOut::{in}>(p);\n"
+      "#include \"topk_split.cuh\"\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_split<flash_indexer::kernels::LogitsOut::{in}, {split}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
-      fmt::arg("in", logits_name(c.logits)));
-  spec.config = {{"kind", "topk"}, {"variant", "radix"}, {"logits", logits_name(c.logits)}, {"arch", c.arch.name()}};
+      fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
+      fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split));
+  spec.config = {{"kind", "topk"},
+                 {"variant", "split"},
+                 {"split", c.split},
+                 {"logits", logits_name(c.logits)},
+                 {"arch", c.arch.name()}};
   return spec;
 }
 
@@ -178,11 +214,23 @@ void topk(const TensorView& logits, const TensorView& lengths, const TensorView&
           Stream stream, const TopkOptions& options) {
   Launch l = validate(logits, lengths, indices, workspace, options);
   if (l.params.rows == 0) return;
-  const LoadedKernel& kernel = loaded_kernel(l.config, stream);
+  // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
+  l.config.split = 1;
+  const LoadedKernel& one_cta = loaded_kernel(l.config, stream);
+  l.config.split = options.split != 0 ? options.split
+                                      : automatic_topk_split(l.params.rows, l.params.width, one_cta.multiprocessors, one_cta.arch);
+  if (l.config.split > 1 && one_cta.arch.major < 9)
+    throw Error(fmt::format("topk: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}",
+                            l.config.split, one_cta.arch.name()));
+  const LoadedKernel& kernel = l.config.split == 1 ? one_cta : loaded_kernel(l.config, stream);
   void* args[] = {&l.params};
-  launch_kernel(kernel, static_cast<unsigned>(l.params.rows), 1, 1, stream, args);
+  launch_kernel(kernel, static_cast<unsigned>(l.params.rows) * static_cast<unsigned>(l.config.split), 1, 1, stream, args);
 }
 
 void warm_topk(const TopkConfig& config) { loaded_kernel(config, nullptr); }
+
+void warm_topk(LogitsDType logits) {
+  for (int split : supported_topk_splits(current_device_arch())) loaded_kernel({logits, Arch{}, split}, nullptr);
+}
 
 }  // namespace flash_indexer

@@ -46,16 +46,23 @@ void run_configuration(LogitsDType dtype, int k, bool histogram, bool sorted) {
   c.values = !sorted || k != 7;  // once without the values output
   c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
   c.rows = test_rows(k, rng);
+  c.aligned_rows = k >= 512;  // vector loads; k 1 and 7 keep rows that start off 16 bytes
+  // Unsorted: 20 launches, every split five times, all with the same bytes. Sorted: the two extremes.
   c.runs = sorted ? 2 : 20;
+  c.splits = sorted ? std::vector<int>{8, 1} : std::vector<int>{1, 2, 4, 8};
   c.seed = rng();
   require_pass(ck::run_topk_case(test::gpu_session(), c));
   if (!histogram) return;
-  // Histograms that do not describe these logits: the answer stays exact (the row falls back).
+  // Histograms that do not describe these logits: the answer stays exact (the row falls back), whichever
+  // the split.
+  int split = 1;
   for (ck::HistogramMode mode : {ck::HistogramMode::doubled, ck::HistogramMode::zeroed, ck::HistogramMode::other_data,
                                  ck::HistogramMode::random}) {
     c.histogram = mode;
     c.rows = test_rows(k, rng);
     c.runs = 1;
+    c.splits = {split};
+    split *= 2;
     c.seed = rng();
     require_pass(ck::run_topk_case(test::gpu_session(), c));
   }
@@ -73,6 +80,34 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+// Long rows, as a decode step makes them: every split (and the automatic one) on the same rows, with
+// row starts on and off 16 bytes, single tiles held in registers and multi-tile streamed segments.
+TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+    for (bool histogram : {false, true}) {
+      for (bool aligned : {true, false}) {
+        ck::TopkCase c;
+        c.dtype = dtype;
+        c.k = 2048;
+        c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
+        c.rows = {{ck::RowKind::relu, 131072},
+                  {ck::RowKind::normal, 262144},
+                  {ck::RowKind::heavy_tailed, static_cast<std::int64_t>(rng() % 262144)},
+                  {ck::RowKind::relu, 65536 + 13},
+                  {ck::RowKind::unit_bins, 8191},
+                  {ck::RowKind::normal, 2049}};
+        c.aligned_rows = aligned;
+        c.splits = {0, 1, 2, 4, 8};
+        c.seed = rng();
+        INFO(ck::describe(c));
+        require_pass(ck::run_topk_case(test::gpu_session(), c));
+      }
+    }
+  }
+}
 
 TEST_CASE("gpu: top-k with decode-form lengths ([B] with the MTP rule, and [B, next_n])", "[gpu][topk]") {
   test::require_gpu();

@@ -208,4 +208,18 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "block_table: expected shape[0] = B dividing rows = 6, got 4");
   expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1}); },
                     "block_table: expected a row stride >= max_blocks = 100, got 50");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 3");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 16; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 16");
+}
+
+TEST_CASE("topk splits a row over a cluster only while the grid fits in one wave and segments stay long", "[validation]") {
+  const Arch h200{9, 0, true};
+  CHECK(automatic_topk_split(1, 131072, 132, h200) == 8);
+  CHECK(automatic_topk_split(16, 131072, 132, h200) == 8);
+  CHECK(automatic_topk_split(17, 131072, 132, h200) == 4);
+  CHECK(automatic_topk_split(64, 131072, 132, h200) == 2);
+  CHECK(automatic_topk_split(128, 131072, 132, h200) == 1);
+  CHECK(automatic_topk_split(1, 8192, 132, h200) == 2);  // segments of at least 4096 columns
+  CHECK(automatic_topk_split(1, 4095, 132, h200) == 1);
+  CHECK(automatic_topk_split(1, 131072, 132, Arch{8, 0, false}) == 1);  // no clusters before sm_90
 }

@@ -64,7 +64,7 @@ ARCH and stores it in the cache. Entries already cached are hits and are not com
 
   --arch ARCH        target such as sm_90a (H100/H200), sm_80, sm_86, sm_89; default: the GPU present
   --manifest FILE    JSON {"kernels": ["paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8",
-                     "topk.radix.in-f16", ...]}
+                     "topk.split1.in-f16", ...]}
                      (keys without the arch take ARCH; keys ending in an arch keep theirs)
   --jobs N           parallel compiles (default: the number of CPUs)
   --cache-dir DIR    cache directory (default: FLASH_INDEXER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
@@ -96,7 +96,7 @@ per case. Exits 1 if any case fails.
                                [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
                                [--compare portable] [--json FILE]
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
-                               [--ragged LIST] [--replays N] [--json FILE]
+                               [--ragged LIST] [--split LIST] [--replays N] [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
 
@@ -123,6 +123,7 @@ topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microse
   --rows LIST        default 1,4,8,32,64,128,512
   --k LIST           default 512,1024,2048
   --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
+  --split LIST       CTAs per row: 0 (the automatic choice, default), 1, 2, 4, 8
 
 decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k), and the logits kernel
 alone: the top-k share is the difference; the KV floor is KV bytes / read bandwidth.
@@ -527,6 +528,10 @@ int cmd_bench_topk(const Args& args) {
   if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
   if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
   if (auto v = args.value("--ragged")) o.ragged = parse_flags("--ragged", *v);
+  if (auto v = args.value("--split")) o.splits = parse_int_list("--split", *v);
+  for (int split : o.splits)
+    if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
+      throw UsageError(fmt::format("--split expects 0, 1, 2, 4 or 8, got {}", split));
   o.replays = args.int_value("--replays", o.replays, 1);
   for (int k : o.ks)
     if (k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects values in 1..{}, got {}", fi::kMaxTopk, k));
@@ -534,14 +539,15 @@ int cmd_bench_topk(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%5s %7s %5s %4s %4s %6s %9s %8s %6s\n", "rows", "L", "k", "in", "hist", "ragged", "us", "GB/s", "BW%");
+  std::printf("%5s %7s %5s %4s %4s %6s %5s %9s %8s %6s\n", "rows", "L", "k", "in", "hist", "ragged", "split", "us", "GB/s",
+              "BW%");
   nlohmann::json json = nlohmann::json::array();
   bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
-    std::printf("%5d %7d %5d %4s %4d %6d %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, fi::logits_name(r.dtype),
-                r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.us, r.gbps, 100 * r.bandwidth_fraction);
+    std::printf("%5d %7d %5d %4s %4d %6d %5s %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, fi::logits_name(r.dtype),
+                r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.us, r.gbps, 100 * r.bandwidth_fraction);
     std::fflush(stdout);
     json.push_back({{"rows", r.rows}, {"length", r.length}, {"k", r.k}, {"logits", fi::logits_name(r.dtype)},
-                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"us", r.us}, {"bytes", r.bytes},
+                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"us", r.us}, {"bytes", r.bytes},
                     {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth}});
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";

@@ -20,8 +20,11 @@ constexpr int kMaxTopk = 2048;
 struct TopkConfig {
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
+  // CTAs per row: 1 (any arch), or a thread-block cluster of 2, 4 or 8 (sm_90 or newer) that splits
+  // each row and merges through distributed shared memory, for batches too small to fill the GPU.
+  int split = 1;
 
-  // e.g. topk.radix.in-f16.sm_90a
+  // e.g. topk.split8.in-f16.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;
@@ -30,6 +33,12 @@ struct TopkConfig {
 };
 
 std::vector<TopkConfig> supported_topk_configs(const Arch& arch);
+std::vector<int> supported_topk_splits(const Arch& arch);
+
+// The CTAs per row topk() uses when options.split is 0: the largest supported split whose grid still
+// fits on the device in one wave (rows * split <= multiprocessors) and leaves every CTA a segment of at
+// least 4096 columns of the widest row (runtime/topk.cpp: the crossovers measured on the H200).
+int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {
   // Each row's indices in ascending column order. Without it the order is unspecified but still
@@ -50,6 +59,9 @@ struct TopkOptions {
   // with rows a multiple of B (row r belongs to request r / (rows / B)): column i becomes
   // block_table[b][i / 64] * 64 + i % 64; -1 stays -1. `sorted` still orders by column.
   TensorView block_table{};
+  // CTAs per row: 0 picks automatic_topk_split(); 1, 2, 4 or 8 forces one (2..8 need sm_90 or newer).
+  // Every choice gives the same bytes.
+  int split = 0;
 };
 
 // What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the
@@ -78,5 +90,7 @@ void topk(const TensorView& logits, const TensorView& lengths, const TensorView&
 
 // Loads (compiling on a cache miss) the selector for `config` in the current context.
 void warm_topk(const TopkConfig& config);
+// Loads every selector topk() may pick for `logits` on the current device (before a CUDA-graph capture).
+void warm_topk(LogitsDType logits);
 
 }  // namespace flash_indexer

@@ -51,26 +51,32 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
           for (auto l : lens) live += l;
           for (int k : o.ks) {
             for (int histogram : o.histogram) {
-              TopkOptions options;
-              if (histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
-              const auto lv = TensorView::contiguous(logits.data(), tensor_dtype(dtype), {rows, length});
-              const auto nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
-              const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
-              const auto wv = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
-              TopkBenchRow r;
-              r.rows = rows;
-              r.length = length;
-              r.k = k;
-              r.dtype = dtype;
-              r.histogram = histogram != 0;
-              r.ragged = ragged != 0;
-              r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
-              r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
-                        (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
-              r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
-              r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
-              out.push_back(r);
-              if (on_row) on_row(r);
+              for (int split : o.splits) {
+                TopkOptions options;
+                options.split = split;
+                if (histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+                const auto lv = TensorView::contiguous(logits.data(), tensor_dtype(dtype), {rows, length});
+                const auto nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
+                const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
+                const auto wv =
+                    TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+                TopkBenchRow r;
+                r.rows = rows;
+                r.length = length;
+                r.k = k;
+                r.dtype = dtype;
+                r.histogram = histogram != 0;
+                r.ragged = ragged != 0;
+                r.split = split != 0 ? split : automatic_topk_split(rows, length, gpu.multiprocessors(), gpu.arch());
+                r.split_name = split != 0 ? std::to_string(split) : "a" + std::to_string(r.split);
+                r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
+                r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
+                          (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
+                r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
+                r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
+                out.push_back(r);
+                if (on_row) on_row(r);
+              }
             }
           }
         }

@@ -3,6 +3,7 @@
 // given or not, full-length or ragged rows; CUDA events over CUDA-graph replays (median).
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "flash_indexer/paged_mqa_logits.hpp"
@@ -17,6 +18,7 @@ struct TopkBenchOptions {
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
   std::vector<int> histogram = {0, 1};
   std::vector<int> ragged = {0, 1};  // 1: lengths uniform in [L/2, L]
+  std::vector<int> splits = {0};     // TopkOptions::split (0: automatic)
   int replays = 50;
   std::uint64_t seed = 1;
 };
@@ -25,6 +27,8 @@ struct TopkBenchRow {
   int rows = 0, length = 0, k = 0;
   LogitsDType dtype = LogitsDType::f32;
   bool histogram = false, ragged = false;
+  int split = 0;           // the split used (automatic_topk_split's choice when asked for 0)
+  std::string split_name;  // "8", or "a8" for the automatic choice
   double us = 0;
   double bytes = 0;  // live logits read once (+ the histogram when given) + indices written
   double gbps = 0, bandwidth_fraction = 0;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernel_registry.hpp"
+
 namespace flash_indexer::check {
 
 GpuSession::GpuSession() {
@@ -24,6 +26,14 @@ std::string GpuSession::device_name() const {
   FI_CU(cuDeviceGetName, "GpuSession", name, sizeof name, device_);
   return name;
 }
+
+int GpuSession::multiprocessors() const {
+  int count = 0;
+  FI_CU(cuDeviceGetAttribute, "GpuSession", &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device_);
+  return count;
+}
+
+Arch GpuSession::arch() const { return current_device_arch(); }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) { FI_CU(cuMemAlloc, "DeviceBuffer", &ptr_, std::max<std::size_t>(bytes, 1)); }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "driver.hpp"
+#include "flash_indexer/arch.hpp"
 
 namespace flash_indexer::check {
 
@@ -20,6 +21,8 @@ class GpuSession {
   CUstream stream() const { return stream_; }
   void synchronize() const;
   std::string device_name() const;
+  int multiprocessors() const;
+  Arch arch() const;  // the target the JIT compiles for on this device
 
  private:
   CUdevice device_ = 0;

@@ -74,6 +74,7 @@ Rows make_rows(const TopkCase& c, std::mt19937_64& rng) {
     if (spec.length < kPastWidth) r.width = std::max(r.width, spec.length);
   r.width = c.width > 0 ? c.width : r.width + 37;
   r.stride = r.width + c.row_padding;
+  if (c.aligned_rows) r.stride = (r.stride + 7) / 8 * 8;
   const std::size_t count = c.rows.size() * static_cast<std::size_t>(r.stride);
   r.bytes.assign(count * element_bytes(c.dtype), 0);
   r.stored.resize(count);
@@ -170,9 +171,11 @@ std::vector<RowSpec> adversarial_rows(int k) {
 }
 
 std::string describe(const TopkCase& c) {
-  return fmt::format("in-{} k {} {} histogram {} {} rows width {} seed {}",
-                     logits_name(c.dtype), c.k,
-                     c.sorted ? "sorted" : "unsorted", histogram_mode_name(c.histogram), c.rows.size(), c.width, c.seed);
+  std::string splits;
+  for (int s : c.splits) splits += fmt::format("{}{}", splits.empty() ? "" : ",", s);
+  return fmt::format("in-{} k {} {} histogram {} {} rows width {}{} splits [{}] seed {}", logits_name(c.dtype), c.k,
+                     c.sorted ? "sorted" : "unsorted", histogram_mode_name(c.histogram), c.rows.size(), c.width,
+                     c.aligned_rows ? " aligned" : "", splits.empty() ? "auto" : splits, c.seed);
 }
 
 TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
@@ -219,7 +222,9 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
 
   std::vector<std::int32_t> got_indices;
   std::vector<float> got_values;
-  for (int run = 0; run < std::max(c.runs, 1); ++run) {
+  const int runs = std::max({c.runs, 1, static_cast<int>(c.splits.size())});
+  for (int run = 0; run < runs; ++run) {
+    options.split = c.splits.empty() ? 0 : c.splits[static_cast<std::size_t>(run) % c.splits.size()];
     indices.fill(kPoisonByte);
     values.fill(kPoisonByte);
     workspace.fill(kPoisonByte);
@@ -233,7 +238,7 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       out.reports = workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows));
     } else if (idx != got_indices ||
                std::memcmp(val.data(), got_values.data(), out_count * 4) != 0) {
-      fail(-1, fmt::format("run {} gave different bytes than run 0", run));
+      fail(-1, fmt::format("run {} (split {}) gave different bytes than run 0", run, options.split));
     }
   }
 

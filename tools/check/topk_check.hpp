@@ -43,7 +43,11 @@ struct TopkCase {
   std::vector<RowSpec> rows;
   std::int64_t width = 0;        // 0: the longest clamped length + 37
   std::int64_t row_padding = 3;  // row stride = width + row_padding
+  bool aligned_rows = false;     // round the row stride up to 16 bytes (rows start on 16 bytes: vector loads)
   int runs = 1;                  // launches whose bytes must all be identical
+  // options.split of each launch: run i uses splits[i % size] (and runs is at least size); empty: 0,
+  // the automatic choice. Every split must give the same bytes.
+  std::vector<int> splits;
   // Decode forms of the lengths (CONTRACT 1): next_n > 0 uploads 1-D request lengths with the MTP rule
   // (then rows[b * next_n + j].length must be request_lengths[b] - next_n + j + 1); lengths_2d uploads
   // the row lengths as [rows / next_n, next_n].

@@ -1,17 +1,7 @@
 #pragma once
-// Exact top-k of one logits row per CTA (CONTRACT 4): a radix select, coarse bins first, then the
-// exact key bits of the stored dtype. Portable (sm_80 or newer); the fast H200 selector comes later.
-//
-//   1. Coarse counts: the row's 1024-bin histogram (CONTRACT 3), either counted here (one pass) or taken
-//      from the logits kernel. The threshold bin T is the bin where the running count reaches k.
-//   2. Select pass: columns in bins above T go straight to the output buffer; bin T's columns go to a
-//      candidate buffer. Both keep ascending column order (positions come from block-wide prefix sums,
-//      never from atomic arrival), so the output bytes are deterministic. The pass also recounts what
-//      the histogram promised; if a given histogram does not add up, the row starts over from step 1
-//      with its own counts.
-//   3. Refinement of bin T on the remaining key bits, 8 bits per round, to the exact k-th key; equal
-//      keys go to the lower columns. A bin T larger than the candidate buffer is refined by reading
-//      the row again each round instead (never truncated).
+// Building blocks of the exact top-k selector (CONTRACT 4), shared by its kernels: the stored dtype's
+// order-preserving keys, the coarse threshold search, the radix refinement of the threshold bin and the
+// output stage. The select passes themselves live in topk_split.cuh.
 #include "block_scan.cuh"
 #include "coarse_bins.hpp"
 #include "numeric.cuh"
@@ -37,6 +27,11 @@ struct TopkInput<LogitsOut::f32> {
     if ((b << 1) == 0u) b = 0u;
     return b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u);
   }
+  __device__ __forceinline__ static int bin(Raw x) { return coarse_bin(x); }
+  // Fills the columns past a segment's end, so they drop out wherever NaN does.
+  __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
+  __device__ __forceinline__ static unsigned int bits(Raw x) { return float_bits(x); }
+  __device__ __forceinline__ static Raw from_bits(unsigned int b) { return float_from_bits(b); }
 };
 
 template <LogitsOut kIn>
@@ -56,6 +51,18 @@ struct TopkInput16 {
     if ((b & 0x7fffu) == 0u) b = 0u;
     return b ^ ((b & 0x8000u) ? 0xffffu : 0x8000u);
   }
+  __device__ __forceinline__ static int bin(Raw x) {
+    if (kIn == LogitsOut::f16) {
+      // Below 16 the bin is the FP16 exponent and top mantissa bits, read straight off the stored bits
+      // (what coarse_bin computes after its round trip through FP32).
+      const int code = static_cast<int>((x & 0x7fffu) >> 6);
+      if (code < 304) return ((x & 0x8000u) != 0 && (x & 0x7fffu) != 0) ? 512 + code : 511 - code;
+    }
+    return coarse_bin(value(x));
+  }
+  __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
+  __device__ __forceinline__ static unsigned int bits(Raw x) { return x; }
+  __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
 };
 
 template <>
@@ -70,12 +77,20 @@ constexpr int topk_per_thread() {
 }
 
 struct TopkSmem {
-  int out[kMaxTopk];                   // selected columns: bins above T, then bin T's winners
-  int hist[kCoarseBins];               // coarse counts, then 256-bin digit counts
-  int candidate_index[kTopkCandidates];
-  unsigned int candidate_key[kTopkCandidates];
+  int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
+  int hist[kCoarseBins];  // coarse counts of this CTA's columns, then the leader's 256-bin digit counts
+  union {
+    struct {
+      int candidate_index[kTopkCandidates];
+      unsigned int candidate_key[kTopkCandidates];
+    };
+    int row_hist[kCoarseBins];  // the cluster's summed coarse counts (read before any candidate is kept)
+  };
   long long scan[kTopkThreads / 32 + 1];
-  long long found[3];                  // threshold search result: bin, count above it, total
+  long long found[3];  // threshold search result: bin, count above it, total
+  int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
+  int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
+  unsigned int key_spread;  // OR of (candidate key ^ first candidate key)
 };
 
 // Row r's live length (CONTRACT 1), clamped to [0, width].
@@ -183,16 +198,41 @@ struct RowCandidates {
   }
 };
 
+// OR over the candidates of (key ^ `first_key`): the key bits in which they differ at all.
+__device__ unsigned int candidate_key_spread(TopkSmem& sm, int size, unsigned int first_key) {
+  unsigned int spread = 0;
+  for (int i = threadIdx.x; i < size; i += kTopkThreads) spread |= sm.candidate_key[i] ^ first_key;
+  spread = __reduce_or_sync(0xffffffffu, spread);
+  if (threadIdx.x == 0) sm.key_spread = 0;
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0 && spread != 0) atomicOr(&sm.key_spread, spread);
+  __syncthreads();
+  return sm.key_spread;
+}
+
 // Chooses `need` candidates of `source` (largest keys; equal keys by ascending position, which is
-// ascending column) and writes them in source order to sm.out[first ...].
+// ascending column) and writes them in source order to sm.out[first ...]. `spread` is
+// candidate_key_spread(..., first_key), or ~0u when unknown: the rounds start at the highest digit in
+// which candidates differ (one round, or none, for the typical FP16 bin; two or three for FP32).
 template <int kPer, int kKeyBits, class Source>
-__device__ void refine(const Source& source, int need, int first, TopkSmem& sm) {
+__device__ void refine(const Source& source, int need, int first, TopkSmem& sm, unsigned int first_key = 0,
+                       unsigned int spread = ~0u) {
   using Scan = BlockScan<kTopkThreads>;
   constexpr int kChunk = kTopkThreads * kPer;
   unsigned int prefix = 0, mask = 0;
+  int top_shift = kKeyBits - 8;
+  if (spread == 0) {
+    prefix = first_key;
+    mask = ~0u;
+    top_shift = -8;
+  } else if (spread != ~0u) {
+    top_shift = ((31 - __clz(spread)) / 8) * 8;
+    mask = top_shift + 8 >= 32 ? 0u : ~((1u << (top_shift + 8)) - 1u);
+    prefix = first_key & mask;
+  }
   int ties = need;  // how many of the keys equal to `prefix` are still to be taken
 #pragma unroll 1
-  for (int shift = kKeyBits - 8; shift >= 0; shift -= 8) {
+  for (int shift = top_shift; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
     for (int base = 0; base < source.size; base += kChunk) {
@@ -250,90 +290,6 @@ __device__ void refine(const Source& source, int need, int first, TopkSmem& sm) 
   __syncthreads();
 }
 
-struct SelectCounts {
-  int above;       // columns in bins before T
-  int candidates;  // columns in bin T
-  int valid;       // non-NaN live columns
-};
-
-// One pass over the row: bins before T to sm.out, bin T to the candidate buffer (as far as it goes),
-// both in column order.
-template <class In, int kPer>
-__device__ SelectCounts select_pass(const void* row, int len, int bin_t, int k, TopkSmem& sm) {
-  using Scan = BlockScan<kTopkThreads>;
-  constexpr int kChunk = kTopkThreads * kPer;
-  int above_run = 0, candidate_run = 0, valid = 0;
-  for (int base = 0; base < len; base += kChunk) {
-    unsigned char kind[kPer];  // 0 skip, 1 above, 2 candidate
-    unsigned int keys[kPer];
-    int above = 0, candidates = 0;
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int s = base + threadIdx.x * kPer + e;
-      kind[e] = 0;
-      keys[e] = 0;
-      if (s < len) {
-        const typename In::Raw x = In::load(row, s);
-        if (!In::is_nan(x)) {
-          ++valid;
-          const int bin = coarse_bin(In::value(x));
-          if (bin < bin_t) {
-            kind[e] = 1;
-            ++above;
-          } else if (bin == bin_t) {
-            kind[e] = 2;
-            keys[e] = In::key(x);
-            ++candidates;
-          }
-        }
-      }
-    }
-    int total;
-    const int before = Scan::exclusive(above | (candidates << 16), reinterpret_cast<int*>(sm.scan), total);
-    int a = above_run + (before & 0xffff);
-    int c = candidate_run + (before >> 16);
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int s = base + threadIdx.x * kPer + e;
-      if (kind[e] == 1) {
-        if (a < k) sm.out[a] = s;  // more than k only when a given histogram lied: detected below
-        ++a;
-      } else if (kind[e] == 2) {
-        if (c < kTopkCandidates) {
-          sm.candidate_index[c] = s;
-          sm.candidate_key[c] = keys[e];
-        }
-        ++c;
-      }
-    }
-    above_run += total & 0xffff;
-    candidate_run += total >> 16;
-  }
-  SelectCounts counts;
-  counts.above = above_run;
-  counts.candidates = candidate_run;
-  counts.valid = Scan::sum(valid, reinterpret_cast<int*>(sm.scan));
-  return counts;
-}
-
-template <class In, int kPer>
-__device__ void count_coarse_bins(const void* row, int len, TopkSmem& sm) {
-  constexpr int kChunk = kTopkThreads * kPer;
-  for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
-  __syncthreads();
-  for (int base = 0; base < len; base += kChunk) {
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int s = base + threadIdx.x * kPer + e;
-      if (s < len) {
-        const typename In::Raw x = In::load(row, s);
-        if (!In::is_nan(x)) atomicAdd(&sm.hist[coarse_bin(In::value(x))], 1);
-      }
-    }
-  }
-  __syncthreads();
-}
-
 // Number of elements of the ascending run a[0, n) below x.
 __device__ __forceinline__ int count_below(const int* a, int n, int x) {
   int lo = 0, hi = n;
@@ -354,58 +310,12 @@ __device__ __forceinline__ int output_index(const TopkParams& p, int r, int colu
   return p.slot_table[b * p.slot_table_stride + block] * 64 + column % 64;
 }
 
-template <LogitsOut kIn>
-__device__ void topk_radix(const TopkParams& p) {
-  using In = TopkInput<kIn>;
-  constexpr int kPer = topk_per_thread<kIn>();
-  __shared__ TopkSmem sm;
-
-  const int r = blockIdx.x;
-  const int len = topk_row_length(p, r);
+// The output stage: sm.out holds two ascending runs of columns, [0, above) (bins before T) and
+// [above, selected) (bin T's winners); sorted output merges them. Then the row report.
+template <class In>
+__device__ void write_output(const TopkParams& p, int r, const void* row, int above, int selected, const TopkSmem& sm,
+                             const int (&report)[kTopkReportInts]) {
   const int k = p.k;
-  const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
-
-  // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
-  int histogram_use = 0;
-  Threshold t;
-  SelectCounts c;
-  if (p.histogram != nullptr) {
-    histogram_use = 1;
-    t = find_coarse_threshold(p.histogram + static_cast<long long>(r) * kCoarseBins, k, sm);
-    if (!t.negative) {
-      c = select_pass<In, kPer>(row, len, t.bin, k, sm);
-      const bool adds_up = c.valid == t.total && c.above == t.above && (t.bin == kCoarseBins || c.candidates == t.count);
-      if (!adds_up) histogram_use = 2;
-    } else {
-      histogram_use = 2;
-    }
-  }
-  if (histogram_use != 1) {
-    count_coarse_bins<In, kPer>(row, len, sm);
-    t = find_coarse_threshold(sm.hist, k, sm);
-    c = select_pass<In, kPer>(row, len, t.bin, k, sm);
-  }
-
-  const int above = c.above;  // == t.above now
-  const int selected = min(k, c.valid);
-  int row_passes = 0;
-  if (t.bin < kCoarseBins) {
-    const int need = k - above;
-    if (c.candidates <= kTopkCandidates) {
-      if (need == c.candidates) {
-        for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
-        __syncthreads();
-      } else {
-        refine<kPer, In::kKeyBits>(SmemCandidates{&sm, c.candidates}, need, above, sm);
-      }
-    } else {
-      refine<kPer, In::kKeyBits>(RowCandidates<In>{row, len, t.bin}, need, above, sm);
-      row_passes = In::kKeyBits / 8 + 1;
-    }
-  }
-  __syncthreads();
-
-  // sm.out holds two ascending runs: [0, above) and [above, selected). Sorted output merges them.
   int* indices = p.indices + static_cast<long long>(r) * k;
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
   for (int i = threadIdx.x; i < k; i += kTopkThreads) {
@@ -422,13 +332,7 @@ __device__ void topk_radix(const TopkParams& p) {
     indices[position] = output_index(p, r, column);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }
-  if (threadIdx.x == 0) {
-    int* report = p.report + static_cast<long long>(r) * kTopkReportInts;
-    report[0] = histogram_use;
-    report[1] = t.bin;
-    report[2] = static_cast<int>(t.bin < kCoarseBins ? t.count : 0);
-    report[3] = row_passes;
-  }
+  if (threadIdx.x < kTopkReportInts) p.report[static_cast<long long>(r) * kTopkReportInts + threadIdx.x] = report[threadIdx.x];
 }
 
 }  // namespace kernels

@@ -1,0 +1,44 @@
+#pragma once
+// Thread-block clusters (sm_90): the CTA's rank, the cluster-wide barrier, and loads/stores to another
+// CTA's shared memory (distributed shared memory), as thin PTX wrappers.
+
+namespace flash_indexer {
+namespace kernels {
+namespace cluster {
+
+__device__ __forceinline__ unsigned int rank() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// Every thread of every CTA in the cluster; orders shared-memory writes before it (release) with reads
+// after it (acquire) across the cluster. Also a barrier of this CTA.
+__device__ __forceinline__ void sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release.aligned;\n"
+      "barrier.cluster.wait.acquire.aligned;\n" ::
+          : "memory");
+}
+
+// The cluster shared-memory address of `local` (a variable of this CTA's shared memory) in CTA `rank`.
+__device__ __forceinline__ unsigned int map(const void* local, unsigned int rank) {
+  const unsigned int address = static_cast<unsigned int>(__cvta_generic_to_shared(local));
+  unsigned int remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  return remote;
+}
+
+__device__ __forceinline__ int load(unsigned int address) {
+  int v;
+  asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void store(unsigned int address, int v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
+}
+
+}  // namespace cluster
+}  // namespace kernels
+}  // namespace flash_indexer

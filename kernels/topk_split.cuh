@@ -1,0 +1,329 @@
+#pragma once
+// Exact top-k of a logits row (CONTRACT 4), one row per cluster of kCluster CTAs (kCluster = 1: one
+// CTA per row, no cluster features, the form for large batches and for sm_80). A radix select: coarse
+// bins first, then the stored dtype's exact key bits.
+//
+//   The row is split into kCluster segments, one per CTA. A CTA reads its segment in tiles of
+//   topk_unroll() 16-byte vectors per thread, all of a tile's loads in flight at once. A segment of one
+//   tile stays in registers between the passes, so the row is read from memory once.
+//   1. Coarse counts: the row's 1024-bin histogram (CONTRACT 3), taken from the logits kernel, or
+//      counted here and summed over the cluster through distributed shared memory. The threshold bin
+//      T is the bin where the running count reaches k.
+//   2. Select pass: columns in bins before T are listed, bin T's columns and keys are kept as
+//      candidates, both in column order. Positions come from warp and block prefix sums, never from
+//      atomic arrival order, so the output bytes are deterministic, and the same for every kCluster.
+//      The pass recounts what a given histogram promised; if it does not add up, the row starts over
+//      from counting.
+//   3. The CTAs append their lists to the leader's (rank 0) through distributed shared memory, in
+//      segment order. The leader refines bin T's candidates on the key bits in which they differ, 8
+//      bits per round, to the exact k-th key; equal keys go to the lower column. A bin T larger than
+//      the candidate buffer is refined by reading the row again each round instead (never truncated).
+#include "cluster.cuh"
+#include "topk_common.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+// 16-byte vectors per thread per tile: 64 KiB of loads in flight per CTA. BF16 takes half: its coarse
+// bin goes through FP32 and FP16, and eight vectors of it do not fit in 128 registers without spills.
+template <LogitsOut kIn>
+constexpr int topk_unroll() {
+  return kIn == LogitsOut::bf16 ? 4 : 8;
+}
+
+// One tile of a segment in registers, as 32-bit words (two 16-bit logits share a word).
+template <class In, int kUnroll>
+struct TopkTile {
+  using Raw = typename In::Raw;
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
+  static constexpr int kWarpSpan = 32 * kPer * kUnroll;
+  static constexpr int kSize = kTopkThreads * kPer * kUnroll;
+  unsigned int w[kUnroll][4];
+
+  // Warp w owns a contiguous span of the tile; its vectors interleave the lanes, so each load
+  // instruction of a warp reads 512 contiguous bytes. Column order is (warp, u, lane, e).
+  __device__ __forceinline__ static int column(int base, int u, int e) {
+    return base + (threadIdx.x >> 5) * kWarpSpan + (u * 32 + (threadIdx.x & 31)) * kPer + e;
+  }
+
+  __device__ __forceinline__ Raw get(int u, int e) const {
+    if constexpr (kPer == 4) return In::from_bits(w[u][e]);
+    else return In::from_bits(w[u][e >> 1] >> ((e & 1) * 16));
+  }
+
+  // Columns at or past `end` read as NaN. `aligned`: the row starts on 16 bytes.
+  __device__ __forceinline__ void load(const void* row, int base, int end, bool aligned) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = column(base, u, 0);
+      if (aligned && s + kPer <= end) {
+        const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(row) + s));
+        w[u][0] = v.x;
+        w[u][1] = v.y;
+        w[u][2] = v.z;
+        w[u][3] = v.w;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) w[u][i] = 0;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          const unsigned int b = In::bits(s + e < end ? In::load(row, s + e) : In::nan());
+          if constexpr (kPer == 4) w[u][e] = b;
+          else w[u][e >> 1] |= b << ((e & 1) * 16);
+        }
+      }
+    }
+  }
+
+  __device__ __forceinline__ void count(TopkSmem& sm) const {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const Raw x = get(u, e);
+        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::bin(x)], 1);
+      }
+  }
+};
+
+struct SelectRun {
+  int valid;       // non-NaN columns
+  int above;       // columns in bins before T
+  int candidates;  // columns in bin T
+};
+
+// The select pass over one tile: appends the tile's columns in bins before T to sm.out and bin T's to
+// the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
+// alternates between tiles so consecutive tiles do not share the warp-count slots.
+template <class In, int kUnroll>
+__device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t, int k, int parity, SelectRun& run,
+                            TopkSmem& sm) {
+  using Tile = TopkTile<In, kUnroll>;
+  constexpr int kWarps = kTopkThreads / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  // Counts are packed as above | candidates << 16: a tile has at most 32K columns.
+  int prefix[kUnroll];
+  unsigned int kinds[kUnroll];  // bit e: above; bit 8 + e: candidate
+  int warp_total = 0;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    int mine = 0;
+    unsigned int kind = 0;
+#pragma unroll
+    for (int e = 0; e < Tile::kPer; ++e) {
+      const typename In::Raw x = t.get(u, e);
+      if (In::is_nan(x)) continue;
+      ++run.valid;
+      const int bin = In::bin(x);
+      if (bin < bin_t) {
+        kind |= 1u << e;
+        mine += 1;
+      } else if (bin == bin_t) {
+        kind |= 0x100u << e;
+        mine += 0x10000;
+      }
+    }
+    kinds[u] = kind;
+    int inclusive = mine;
+    if (__any_sync(0xffffffffu, mine != 0)) {
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+        if (lane >= d) inclusive += y;
+      }
+    }
+    prefix[u] = warp_total + inclusive - mine;
+    warp_total += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  if (lane == 0) sm.warp_runs[parity][warp] = warp_total;
+  __syncthreads();
+  int before = 0, tile_total = 0;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const int v = sm.warp_runs[parity][w];
+    before += w < warp ? v : 0;
+    tile_total += v;
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (kinds[u] == 0) continue;
+    int a = run.above + ((before + prefix[u]) & 0xffff);
+    int c = run.candidates + ((before + prefix[u]) >> 16);
+#pragma unroll
+    for (int e = 0; e < Tile::kPer; ++e) {
+      const int s = Tile::column(base, u, e);
+      if (kinds[u] & (1u << e)) {
+        if (a < k) sm.out[a] = s;  // more than k only when a given histogram lied: detected after the pass
+        ++a;
+      } else if (kinds[u] & (0x100u << e)) {
+        if (c < kTopkCandidates) {
+          sm.candidate_index[c] = s;
+          sm.candidate_key[c] = In::key(t.get(u, e));
+        }
+        ++c;
+      }
+    }
+  }
+  run.above += tile_total & 0xffff;
+  run.candidates += tile_total >> 16;
+}
+
+template <LogitsOut kIn, int kCluster>
+__device__ void topk_split(const TopkParams& p) {
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
+  using In = TopkInput<kIn>;
+  using Tile = TopkTile<In, topk_unroll<kIn>()>;
+  using Scan = BlockScan<kTopkThreads>;
+  __shared__ TopkSmem sm;
+
+  const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
+  const int r = blockIdx.x / kCluster;
+  const int len = topk_row_length(p, r);
+  const int k = p.k;
+  const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
+  const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
+
+  // This CTA's segment: whole vectors, in rank order.
+  const long long per_cta = ((static_cast<long long>(len) + kCluster - 1) / kCluster + Tile::kPer - 1) / Tile::kPer * Tile::kPer;
+  const int begin = static_cast<int>(min(static_cast<long long>(len), rank * per_cta));
+  const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
+  const bool resident = end - begin <= Tile::kSize;
+  Tile tile;
+  if (resident && begin < end) tile.load(row, begin, end, aligned);
+
+  // Calls body(tile, base) for each tile of the segment, in order (CTA-uniform: it may hold barriers).
+  auto for_each_tile = [&](auto&& body) {
+    if (resident) {
+      if (begin < end) body(tile, begin);
+      return;
+    }
+    for (int base = begin; base < end; base += Tile::kSize) {  // the same registers, streamed
+      tile.load(row, base, end, aligned);
+      body(tile, base);
+    }
+  };
+
+  // Counts the row's coarse bins (summed over the cluster) and finds T.
+  auto count_row = [&]() -> Threshold {
+    for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
+    __syncthreads();
+    for_each_tile([&](const Tile& t, int) { t.count(sm); });
+    const int* counts = sm.hist;
+    if constexpr (kCluster > 1) {
+      cluster::sync();
+      for (int bin = threadIdx.x; bin < kCoarseBins; bin += kTopkThreads) {
+        int sum = 0;
+#pragma unroll
+        for (int q = 0; q < kCluster; ++q) sum += cluster::load(cluster::map(&sm.hist[bin], q));
+        sm.row_hist[bin] = sum;
+      }
+      counts = sm.row_hist;
+    }
+    __syncthreads();
+    return find_coarse_threshold(counts, k, sm);
+  };
+
+  // The select pass: this CTA's counts in `local`, the cluster's in the result, and the cluster's
+  // counts before this CTA's segment in `before`.
+  SelectRun local{}, before{};
+  auto select_row = [&](int bin_t) -> SelectRun {
+    local = SelectRun{0, 0, 0};
+    int parity = 0;
+    for_each_tile([&](const Tile& t, int base) {
+      select_tile(t, base, bin_t, k, parity, local, sm);
+      parity ^= 1;
+    });
+    local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
+    if constexpr (kCluster == 1) {
+      return local;
+    } else {
+      if (threadIdx.x == 0) {
+        sm.published[0] = local.valid;
+        sm.published[1] = local.above;
+        sm.published[2] = local.candidates;
+      }
+      cluster::sync();
+      SelectRun total{0, 0, 0};
+      before = SelectRun{0, 0, 0};
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) {
+        const SelectRun c{cluster::load(cluster::map(&sm.published[0], q)), cluster::load(cluster::map(&sm.published[1], q)),
+                          cluster::load(cluster::map(&sm.published[2], q))};
+        if (q < rank) {
+          before.above += c.above;
+          before.candidates += c.candidates;
+        }
+        total.valid += c.valid;
+        total.above += c.above;
+        total.candidates += c.candidates;
+      }
+      return total;
+    }
+  };
+
+  // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
+  int histogram_use = 0;
+  Threshold t;
+  SelectRun total;
+  if (p.histogram != nullptr) {
+    histogram_use = 1;
+    t = find_coarse_threshold(p.histogram + static_cast<long long>(r) * kCoarseBins, k, sm);
+    if (!t.negative) {
+      total = select_row(t.bin);
+      const bool adds_up = total.valid == t.total && total.above == t.above &&
+                           (t.bin == kCoarseBins || total.candidates == t.count);
+      if (!adds_up) histogram_use = 2;
+    } else {
+      histogram_use = 2;
+    }
+  }
+  if (histogram_use != 1) {
+    t = count_row();
+    total = select_row(t.bin);
+  }
+  // Now total.above == t.above < k (or every selectable column is above, when t.bin == 1024).
+  const bool kept = total.candidates <= kTopkCandidates;
+
+  if constexpr (kCluster > 1) {
+    if (rank != 0) {
+      const unsigned int out = cluster::map(&sm.out[before.above], 0);
+      for (int i = threadIdx.x; i < local.above; i += kTopkThreads) cluster::store(out + 4u * i, sm.out[i]);
+      if (kept) {
+        const unsigned int index = cluster::map(&sm.candidate_index[before.candidates], 0);
+        const unsigned int key = cluster::map(&sm.candidate_key[before.candidates], 0);
+        for (int i = threadIdx.x; i < local.candidates; i += kTopkThreads) {
+          cluster::store(index + 4u * i, sm.candidate_index[i]);
+          cluster::store(key + 4u * i, static_cast<int>(sm.candidate_key[i]));
+        }
+      }
+    }
+    cluster::sync();
+    if (rank != 0) return;
+  }
+
+  const int above = total.above;
+  const int selected = min(k, total.valid);
+  int row_passes = 0;
+  if (t.bin < kCoarseBins) {
+    const int need = k - above;
+    if (kept) {
+      if (need == total.candidates) {
+        for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
+        __syncthreads();
+      } else {
+        const unsigned int first_key = sm.candidate_key[0];
+        const unsigned int spread = candidate_key_spread(sm, total.candidates, first_key);
+        refine<topk_per_thread<kIn>(), In::kKeyBits>(SmemCandidates{&sm, total.candidates}, need, above, sm, first_key, spread);
+      }
+    } else {
+      refine<topk_per_thread<kIn>(), In::kKeyBits>(RowCandidates<In>{row, len, t.bin}, need, above, sm);
+      row_passes = In::kKeyBits / 8 + 1;
+    }
+  }
+  __syncthreads();
+  const int report[kTopkReportInts] = {histogram_use, t.bin, static_cast<int>(t.bin < kCoarseBins ? t.count : 0), row_passes};
+  write_output<In>(p, r, row, above, selected, sm, report);
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer
