@@ -88,7 +88,7 @@ struct TopkSmem {
   };
   long long scan[kTopkThreads / 32 + 1];
   long long found[3];  // threshold search result: bin, count above it, total
-  int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
+  unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
   unsigned int key_spread;  // OR of (candidate key ^ first candidate key)
 };

@@ -101,13 +101,14 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t,
   using Tile = TopkTile<In, kUnroll>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Counts are packed as above | candidates << 16: a tile has at most 32K columns.
-  int prefix[kUnroll];
+  // Counts are packed as above | candidates << 16, unsigned: a tile has at most 32K columns, and a
+  // single-bin tile has all 32K in the upper field.
+  unsigned int prefix[kUnroll];
   unsigned int kinds[kUnroll];  // bit e: above; bit 8 + e: candidate
-  int warp_total = 0;
+  unsigned int warp_total = 0;
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    int mine = 0;
+    unsigned int mine = 0;
     unsigned int kind = 0;
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
@@ -120,15 +121,15 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t,
         mine += 1;
       } else if (bin == bin_t) {
         kind |= 0x100u << e;
-        mine += 0x10000;
+        mine += 0x10000u;
       }
     }
     kinds[u] = kind;
-    int inclusive = mine;
+    unsigned int inclusive = mine;
     if (__any_sync(0xffffffffu, mine != 0)) {
 #pragma unroll
       for (int d = 1; d < 32; d <<= 1) {
-        const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+        const unsigned int y = __shfl_up_sync(0xffffffffu, inclusive, d);
         if (lane >= d) inclusive += y;
       }
     }
@@ -137,18 +138,18 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t,
   }
   if (lane == 0) sm.warp_runs[parity][warp] = warp_total;
   __syncthreads();
-  int before = 0, tile_total = 0;
+  unsigned int before = 0, tile_total = 0;
 #pragma unroll
   for (int w = 0; w < kWarps; ++w) {
-    const int v = sm.warp_runs[parity][w];
+    const unsigned int v = sm.warp_runs[parity][w];
     before += w < warp ? v : 0;
     tile_total += v;
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     if (kinds[u] == 0) continue;
-    int a = run.above + ((before + prefix[u]) & 0xffff);
-    int c = run.candidates + ((before + prefix[u]) >> 16);
+    int a = run.above + static_cast<int>((before + prefix[u]) & 0xffffu);
+    int c = run.candidates + static_cast<int>((before + prefix[u]) >> 16);
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
       const int s = Tile::column(base, u, e);
@@ -164,8 +165,8 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t,
       }
     }
   }
-  run.above += tile_total & 0xffff;
-  run.candidates += tile_total >> 16;
+  run.above += static_cast<int>(tile_total & 0xffffu);
+  run.candidates += static_cast<int>(tile_total >> 16);
 }
 
 template <LogitsOut kIn, int kCluster>

@@ -693,7 +693,7 @@ int main(int argc, char** argv) {
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
     if (command == "bench")
       flags = {"--cold-l2"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
-                                       "--compare", "--json", "--rows", "--k", "--ragged"};
+                                       "--compare", "--json", "--rows", "--k", "--ragged", "--split"};
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);
