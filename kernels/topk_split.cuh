@@ -51,25 +51,39 @@ struct TopkTile {
     else return In::from_bits(w[u][e >> 1] >> ((e & 1) * 16));
   }
 
-  // Columns at or past `end` read as NaN. `aligned`: the row starts on 16 bytes.
+  // Columns at or past `end` read as NaN. `aligned`: the row starts on 16 bytes. Every whole vector is
+  // one predicated load, issued back to back; the few partial ones (segment tails, rows off 16 bytes) are
+  // patched afterwards, so no load waits for another.
   __device__ __forceinline__ void load(const void* row, int base, int end, bool aligned) {
+    const unsigned int fill = kPer == 4 ? In::bits(In::nan()) : In::bits(In::nan()) * 0x10001u;
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int s = column(base, u, 0);
-      if (aligned && s + kPer <= end) {
-        const uint4 v = __ldg(reinterpret_cast<const uint4*>(static_cast<const Raw*>(row) + s));
-        w[u][0] = v.x;
-        w[u][1] = v.y;
-        w[u][2] = v.z;
-        w[u][3] = v.w;
-      } else {
+      const int whole = aligned && s + kPer <= end;
 #pragma unroll
-        for (int i = 0; i < 4; ++i) w[u][i] = 0;
+      for (int i = 0; i < 4; ++i) w[u][i] = fill;
+      asm("{\n"
+          ".reg .pred p;\n"
+          "setp.ne.b32 p, %5, 0;\n"
+          "@p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+          "}\n"
+          : "+r"(w[u][0]), "+r"(w[u][1]), "+r"(w[u][2]), "+r"(w[u][3])
+          : "l"(static_cast<const Raw*>(row) + s), "r"(whole));
+    }
+    if (aligned && column(base, kUnroll - 1, kPer - 1) < end) return;  // this thread's vectors were all whole
 #pragma unroll
-        for (int e = 0; e < kPer; ++e) {
-          const unsigned int b = In::bits(s + e < end ? In::load(row, s + e) : In::nan());
-          if constexpr (kPer == 4) w[u][e] = b;
-          else w[u][e >> 1] |= b << ((e & 1) * 16);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = column(base, u, 0);
+      if ((aligned && s + kPer <= end) || s >= end) continue;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        if (s + e >= end) break;
+        const unsigned int b = In::bits(In::load(row, s + e));
+        if constexpr (kPer == 4) {
+          w[u][e] = b;
+        } else {
+          const int shift = (e & 1) * 16;
+          w[u][e >> 1] = (w[u][e >> 1] & ~(0xffffu << shift)) | (b << shift);
         }
       }
     }

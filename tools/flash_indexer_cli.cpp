@@ -462,7 +462,7 @@ std::vector<std::string> split_list(const std::string& text) {
   return out;
 }
 
-std::vector<int> parse_int_list(const std::string& name, const std::string& text) {
+std::vector<int> parse_int_list(const std::string& name, const std::string& text, int minimum = 1) {
   std::vector<int> out;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -471,10 +471,11 @@ std::vector<int> parse_int_list(const std::string& name, const std::string& text
     try {
       std::size_t used = 0;
       const int n = std::stoi(item, &used);
-      if (used != item.size() || n < 1) throw std::invalid_argument(item);
+      if (used != item.size() || n < minimum) throw std::invalid_argument(item);
       out.push_back(n);
     } catch (const std::exception&) {
-      throw UsageError(fmt::format("{} expects positive integers separated by commas, got '{}'", name, text));
+      throw UsageError(fmt::format("{} expects {} integers separated by commas, got '{}'", name,
+                                   minimum == 1 ? "positive" : "non-negative", text));
     }
     start = comma + 1;
   }
@@ -528,7 +529,7 @@ int cmd_bench_topk(const Args& args) {
   if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
   if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
   if (auto v = args.value("--ragged")) o.ragged = parse_flags("--ragged", *v);
-  if (auto v = args.value("--split")) o.splits = parse_int_list("--split", *v);
+  if (auto v = args.value("--split")) o.splits = parse_int_list("--split", *v, 0);
   for (int split : o.splits)
     if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
       throw UsageError(fmt::format("--split expects 0, 1, 2, 4 or 8, got {}", split));
