@@ -32,6 +32,11 @@ struct TopkInput<LogitsOut::f32> {
   __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
   __device__ __forceinline__ static unsigned int bits(Raw x) { return float_bits(x); }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return float_from_bits(b); }
+  static constexpr unsigned int kMinKey = 0x007fffffu;  // key(-inf); smaller keys are NaNs
+  static constexpr unsigned int kMaxKey = 0xff800000u;  // key(+inf); larger keys are NaNs
+  __device__ __forceinline__ static Raw from_key(unsigned int k) {
+    return float_from_bits((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+  }
 };
 
 template <LogitsOut kIn>
@@ -63,6 +68,11 @@ struct TopkInput16 {
   __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
   __device__ __forceinline__ static unsigned int bits(Raw x) { return x; }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
+  static constexpr unsigned int kMinKey = ~(kInfinity | 0x8000u) & 0xffffu;  // key(-inf)
+  static constexpr unsigned int kMaxKey = kInfinity | 0x8000u;               // key(+inf)
+  __device__ __forceinline__ static Raw from_key(unsigned int k) {
+    return static_cast<Raw>(((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu);
+  }
 };
 
 template <>
@@ -91,6 +101,7 @@ struct TopkSmem {
   unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
   unsigned int key_spread;  // OR of (candidate key ^ first candidate key)
+  unsigned int key_bounds[2];  // lowest key of bins <= T, of bins <= T - 1 (KeyBounds)
 };
 
 // Row r's live length (CONTRACT 1), clamped to [0, width].
@@ -154,6 +165,57 @@ __device__ Threshold find_coarse_threshold(const int* counts, int k, TopkSmem& s
   t.negative = negative;
   __syncthreads();
   return t;
+}
+
+// The smallest key in [kMinKey, kMaxKey] whose value has a coarse bin <= b (bins fall as keys rise).
+// Warp-collective: 32 probes per step, so a 32-bit key space takes 7 steps.
+template <class In>
+__device__ unsigned int lowest_key_of_bins_to(int b) {
+  const int lane = threadIdx.x & 31;
+  unsigned long long lo = In::kMinKey, hi = In::kMaxKey;  // the answer is in [lo, hi]; bin(hi) = 0 <= b
+  while (lo < hi) {
+    const unsigned long long step = (hi - lo + 31) / 32;
+    const unsigned long long probe = lo + step * lane;
+    const bool ok = probe >= hi || In::bin(In::from_key(static_cast<unsigned int>(probe))) <= b;
+    const unsigned int mask = __ballot_sync(0xffffffffu, ok);
+    if (mask == 0) {
+      lo += step * 31 + 1;
+    } else {
+      const int first = __ffs(mask) - 1;
+      if (first == 0) {
+        hi = lo;
+      } else {
+        hi = min(hi, lo + step * first);
+        lo += step * (first - 1) + 1;
+      }
+    }
+  }
+  return static_cast<unsigned int>(lo);
+}
+
+// Threshold bin T as a key interval, so a select pass compares keys instead of computing bins: a
+// non-NaN logit is in a bin before T iff key >= above, in bin T iff candidate <= key < above.
+struct KeyBounds {
+  unsigned int above;
+  unsigned int candidate;
+};
+
+template <class In>
+__device__ KeyBounds key_bounds_of(int bin_t, TopkSmem& sm) {
+  const int warp = threadIdx.x >> 5;
+  if (warp == 0) {
+    const unsigned int v = bin_t == 0 ? In::kMaxKey + 1 : lowest_key_of_bins_to<In>(bin_t - 1);
+    if ((threadIdx.x & 31) == 0) sm.key_bounds[1] = v;
+  } else if (warp == 1) {
+    const unsigned int v = bin_t >= kCoarseBins ? 0u : lowest_key_of_bins_to<In>(bin_t);
+    if ((threadIdx.x & 31) == 0) sm.key_bounds[0] = v;
+  }
+  __syncthreads();
+  KeyBounds k;
+  k.above = sm.key_bounds[1];
+  k.candidate = bin_t >= kCoarseBins ? k.above : sm.key_bounds[0];
+  __syncthreads();
+  return k;
 }
 
 // The digit (0..255, larger first) of sm.hist where the running count reaches `need`, and the count

@@ -110,8 +110,8 @@ struct SelectRun {
 // the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
 // alternates between tiles so consecutive tiles do not share the warp-count slots.
 template <class In, int kUnroll>
-__device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t, int k, int parity, SelectRun& run,
-                            TopkSmem& sm) {
+__device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds bounds, int k, int parity,
+                            SelectRun& run, TopkSmem& sm) {
   using Tile = TopkTile<In, kUnroll>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -129,11 +129,11 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, int bin_t,
       const typename In::Raw x = t.get(u, e);
       if (In::is_nan(x)) continue;
       ++run.valid;
-      const int bin = In::bin(x);
-      if (bin < bin_t) {
+      const unsigned int key = In::key(x);
+      if (key >= bounds.above) {
         kind |= 1u << e;
         mine += 1;
-      } else if (bin == bin_t) {
+      } else if (key >= bounds.candidate) {
         kind |= 0x100u << e;
         mine += 0x10000u;
       }
@@ -244,8 +244,9 @@ __device__ void topk_split(const TopkParams& p) {
   auto select_row = [&](int bin_t) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
+    const KeyBounds bounds = key_bounds_of<In>(bin_t, sm);
     for_each_tile([&](const Tile& t, int base) {
-      select_tile(t, base, bin_t, k, parity, local, sm);
+      select_tile(t, base, bounds, k, parity, local, sm);
       parity ^= 1;
     });
     local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
