@@ -24,11 +24,11 @@
 namespace flash_indexer {
 namespace kernels {
 
-// 16-byte vectors per thread per tile: 64 KiB of loads in flight per CTA. BF16 takes half: its coarse
-// bin goes through FP32 and FP16, and eight vectors of it do not fit in 128 registers without spills.
+// 16-byte vectors per thread per tile: 64 KiB of loads in flight per CTA for FP32 (16K logits), 32 KiB
+// for FP16/BF16 (also 16K logits). Eight 16-bit vectors do not fit in 128 registers without spills.
 template <LogitsOut kIn>
 constexpr int topk_unroll() {
-  return kIn == LogitsOut::bf16 ? 4 : 8;
+  return kIn == LogitsOut::f32 ? 8 : 4;
 }
 
 // One tile of a segment in registers, as 32-bit words (two 16-bit logits share a word).
