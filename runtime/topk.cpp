@@ -170,14 +170,24 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
   return configs;
 }
 
-// Smallest row segment per CTA worth a cluster split (columns of the widest row). Measured: see
-// automatic_topk_split's comment in topk.hpp.
+// Smallest row segment per CTA worth a cluster split (columns of the widest row).
 constexpr std::int64_t kTopkMinSegment = 4096;
+// Up to this many rows a row takes the largest cluster that fits; past it, two CTAs while the grid
+// fits in one wave, then one. Measured on the H200 (docs/device-runs.md, run 14: `flash-indexer bench
+// topk --rows 1,4,16,32,64,128 --lengths 32768,131072 --k 2048 --split 0,1,2,4,8`), k = 2048, 128K
+// columns, FP32 / FP16 with and without the histogram:
+//   4 rows: split 8 18-33 us, split 1 52-84;   32 rows: split 2 32-52, split 4 38-58, split 8 41-83;
+//   64 rows: split 2 33-54, split 1 53-84, split 4 52-84;   128 rows: split 1 54-100, split 2 63-110.
+// A larger cluster pays only while the rows are too few to fill the GPU: the leader's serial
+// refinement and the cluster barriers cost more than the extra SMs save.
+constexpr std::int64_t kTopkLargestClusterRows = 16;
 
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch) {
   int split = 1;
-  for (int c : supported_topk_splits(arch))
-    if (rows * c <= multiprocessors && width >= static_cast<std::int64_t>(c) * kTopkMinSegment) split = c;
+  for (int c : supported_topk_splits(arch)) {
+    const bool fits = rows * c <= multiprocessors && width >= static_cast<std::int64_t>(c) * kTopkMinSegment;
+    if (fits && (c <= 2 || rows <= kTopkLargestClusterRows)) split = c;
+  }
   return split;
 }
 
