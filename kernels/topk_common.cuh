@@ -218,11 +218,11 @@ __device__ KeyBounds key_bounds_of(int bin_t, TopkSmem& sm) {
   return k;
 }
 
-// The digit (0..255, larger first) of sm.hist where the running count reaches `need`, and the count
-// of larger digits.
-__device__ void find_digit(int need, TopkSmem& sm, int& digit, int& above) {
+// The digit (0..255, larger first) of `counts` (256 digit counts, shared memory) where the running count
+// reaches `need`, and the count of larger digits.
+__device__ void find_digit(int need, const int* counts, TopkSmem& sm, int& digit, int& above) {
   using Scan = BlockScan<kTopkThreads>;
-  const int count = threadIdx.x < 256 ? sm.hist[255 - threadIdx.x] : 0;
+  const int count = threadIdx.x < 256 ? counts[255 - threadIdx.x] : 0;
   long long total;
   const long long before = Scan::exclusive(static_cast<long long>(count), sm.scan, total);
   if (threadIdx.x < 256 && before < need && need <= before + count) {
@@ -235,27 +235,13 @@ __device__ void find_digit(int need, TopkSmem& sm, int& digit, int& above) {
   __syncthreads();
 }
 
-// Candidate sources for the refinement: the shared-memory buffer, or the row itself filtered to bin T.
+// The refinement's candidates: the shared-memory buffer.
 struct SmemCandidates {
   const TopkSmem* sm;
   int size;
   __device__ __forceinline__ bool get(int i, unsigned int& key, int& column) const {
     key = sm->candidate_key[i];
     column = sm->candidate_index[i];
-    return true;
-  }
-};
-
-template <class In>
-struct RowCandidates {
-  const void* row;
-  int size;  // the row length
-  int bin;
-  __device__ __forceinline__ bool get(int i, unsigned int& key, int& column) const {
-    const typename In::Raw x = In::load(row, i);
-    if (In::is_nan(x) || coarse_bin(In::value(x)) != bin) return false;
-    key = In::key(x);
-    column = i;
     return true;
   }
 };
@@ -309,7 +295,7 @@ __device__ void refine(const Source& source, int need, int first, TopkSmem& sm, 
     }
     __syncthreads();
     int digit, above;
-    find_digit(ties, sm, digit, above);
+    find_digit(ties, sm.hist, sm, digit, above);
     ties -= above;
     prefix |= static_cast<unsigned int>(digit) << shift;
     mask |= 0xffu << shift;

@@ -9,15 +9,18 @@
 //   1. Coarse counts: the row's 1024-bin histogram (CONTRACT 3), taken from the logits kernel, or
 //      counted here and summed over the cluster through distributed shared memory. The threshold bin
 //      T is the bin where the running count reaches k.
-//   2. Select pass: columns in bins before T are listed, bin T's columns and keys are kept as
-//      candidates, both in column order. Positions come from warp and block prefix sums, never from
+//   2. Select pass: T becomes a key interval (a 32-way warp search over the monotone key -> bin map), so
+//      the pass compares keys. Columns above the interval are listed, those in it are kept with their
+//      keys as candidates, both in column order. Positions come from warp and block prefix sums, never from
 //      atomic arrival order, so the output bytes are deterministic, and the same for every kCluster.
 //      The pass recounts what a given histogram promised; if it does not add up, the row starts over
 //      from counting.
-//   3. The CTAs append their lists to the leader's (rank 0) through distributed shared memory, in
-//      segment order. The leader refines bin T's candidates on the key bits in which they differ, 8
-//      bits per round, to the exact k-th key; equal keys go to the lower column. A bin T larger than
-//      the candidate buffer is refined by reading the row again each round instead (never truncated).
+//   3. A threshold bin too big for the candidate buffer is narrowed: the cluster counts the 256 top
+//      digits of its keys, picks the digit where the count reaches k, and selects again with that
+//      narrower key interval; until the candidates fit or share one key. Nothing is ever dropped.
+//   4. The CTAs append their lists to the leader's (rank 0) through distributed shared memory, in
+//      segment order. The leader refines the candidates on the key bits in which they differ, 8 bits
+//      per round, to the exact k-th key; equal keys go to the lower column.
 #include "cluster.cuh"
 #include "topk_common.cuh"
 
@@ -38,6 +41,7 @@ struct TopkTile {
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
   static constexpr int kWarpSpan = 32 * kPer * kUnroll;
   static constexpr int kSize = kTopkThreads * kPer * kUnroll;
+  static constexpr int kUnrollCount = kUnroll;
   unsigned int w[kUnroll][4];
 
   // Warp w owns a contiguous span of the tile; its vectors interleave the lanes, so each load
@@ -99,6 +103,21 @@ struct TopkTile {
       }
   }
 };
+
+// Adds the 256 digits (key - bounds.candidate) >> shift of this tile's keys in [bounds.candidate,
+// bounds.above) to sm.hist.
+template <class Tile, class In>
+__device__ __forceinline__ void count_digits(const Tile& t, KeyBounds bounds, int shift, TopkSmem& sm) {
+#pragma unroll
+  for (int u = 0; u < Tile::kUnrollCount; ++u)
+#pragma unroll
+    for (int e = 0; e < Tile::kPer; ++e) {
+      const typename In::Raw x = t.get(u, e);
+      const unsigned int key = In::key(x);
+      if (!In::is_nan(x) && key >= bounds.candidate && key < bounds.above)
+        atomicAdd(&sm.hist[(key - bounds.candidate) >> shift], 1);
+    }
+}
 
 struct SelectRun {
   int valid;       // non-NaN columns
@@ -218,33 +237,38 @@ __device__ void topk_split(const TopkParams& p) {
     }
   };
 
+  // Sums `n` counts of sm.hist over the cluster (into sm.row_hist; sm.hist itself with no cluster).
+  auto cluster_counts = [&](int n) -> const int* {
+    if constexpr (kCluster == 1) {
+      __syncthreads();
+      return sm.hist;
+    } else {
+      cluster::sync();
+      for (int i = threadIdx.x; i < n; i += kTopkThreads) {
+        int sum = 0;
+#pragma unroll
+        for (int q = 0; q < kCluster; ++q) sum += cluster::load(cluster::map(&sm.hist[i], q));
+        sm.row_hist[i] = sum;
+      }
+      __syncthreads();
+      return sm.row_hist;
+    }
+  };
+
   // Counts the row's coarse bins (summed over the cluster) and finds T.
   auto count_row = [&]() -> Threshold {
     for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
     for_each_tile([&](const Tile& t, int) { t.count(sm); });
-    const int* counts = sm.hist;
-    if constexpr (kCluster > 1) {
-      cluster::sync();
-      for (int bin = threadIdx.x; bin < kCoarseBins; bin += kTopkThreads) {
-        int sum = 0;
-#pragma unroll
-        for (int q = 0; q < kCluster; ++q) sum += cluster::load(cluster::map(&sm.hist[bin], q));
-        sm.row_hist[bin] = sum;
-      }
-      counts = sm.row_hist;
-    }
-    __syncthreads();
-    return find_coarse_threshold(counts, k, sm);
+    return find_coarse_threshold(cluster_counts(kCoarseBins), k, sm);
   };
 
-  // The select pass: this CTA's counts in `local`, the cluster's in the result, and the cluster's
-  // counts before this CTA's segment in `before`.
+  // The select pass for the key interval `bounds`: this CTA's counts in `local`, the cluster's in the
+  // result, and the cluster's counts before this CTA's segment in `before`.
   SelectRun local{}, before{};
-  auto select_row = [&](int bin_t) -> SelectRun {
+  auto select_row = [&](KeyBounds bounds) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
-    const KeyBounds bounds = key_bounds_of<In>(bin_t, sm);
     for_each_tile([&](const Tile& t, int base) {
       select_tile(t, base, bounds, k, parity, local, sm);
       parity ^= 1;
@@ -280,12 +304,14 @@ __device__ void topk_split(const TopkParams& p) {
   // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
   int histogram_use = 0;
   Threshold t;
+  KeyBounds bounds;
   SelectRun total;
   if (p.histogram != nullptr) {
     histogram_use = 1;
     t = find_coarse_threshold(p.histogram + static_cast<long long>(r) * kCoarseBins, k, sm);
     if (!t.negative) {
-      total = select_row(t.bin);
+      bounds = key_bounds_of<In>(t.bin, sm);
+      total = select_row(bounds);
       const bool adds_up = total.valid == t.total && total.above == t.above &&
                            (t.bin == kCoarseBins || total.candidates == t.count);
       if (!adds_up) histogram_use = 2;
@@ -295,22 +321,43 @@ __device__ void topk_split(const TopkParams& p) {
   }
   if (histogram_use != 1) {
     t = count_row();
-    total = select_row(t.bin);
+    bounds = key_bounds_of<In>(t.bin, sm);
+    total = select_row(bounds);
   }
   // Now total.above == t.above < k (or every selectable column is above, when t.bin == 1024).
-  const bool kept = total.candidates <= kTopkCandidates;
+
+  // A threshold bin too big for the candidate buffer: narrow the key interval by the 256-digit counts of
+  // its keys, summed over the cluster, and select again, until the candidates fit or share one key.
+  // Every CTA rescans only its own segment (from registers when it holds one tile).
+  int row_passes = 0;
+  while (total.candidates > kTopkCandidates && bounds.above - bounds.candidate > 1) {
+    const unsigned int span = bounds.above - 1u - bounds.candidate;
+    const int shift = max(0, 32 - __clz(static_cast<int>(span)) - 8);
+    for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
+    __syncthreads();
+    for_each_tile([&](const Tile& tl, int) { count_digits<Tile, In>(tl, bounds, shift, sm); });
+    int digit, digit_above;
+    find_digit(k - total.above, cluster_counts(256), sm, digit, digit_above);
+    const unsigned long long upper = static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
+    bounds.candidate += static_cast<unsigned int>(digit) << shift;
+    bounds.above = static_cast<unsigned int>(min(upper, static_cast<unsigned long long>(bounds.above)));
+    total = select_row(bounds);
+    row_passes += 2;
+  }
+  // Past the buffer, every candidate has the same key: the first ones by column are the winners, and the
+  // buffer keeps the first kTopkCandidates by column.
+  const int candidates = min(total.candidates, kTopkCandidates);
 
   if constexpr (kCluster > 1) {
     if (rank != 0) {
       const unsigned int out = cluster::map(&sm.out[before.above], 0);
       for (int i = threadIdx.x; i < local.above; i += kTopkThreads) cluster::store(out + 4u * i, sm.out[i]);
-      if (kept) {
-        const unsigned int index = cluster::map(&sm.candidate_index[before.candidates], 0);
-        const unsigned int key = cluster::map(&sm.candidate_key[before.candidates], 0);
-        for (int i = threadIdx.x; i < local.candidates; i += kTopkThreads) {
-          cluster::store(index + 4u * i, sm.candidate_index[i]);
-          cluster::store(key + 4u * i, static_cast<int>(sm.candidate_key[i]));
-        }
+      const int kept = max(0, min(local.candidates, kTopkCandidates - before.candidates));
+      const unsigned int index = cluster::map(&sm.candidate_index[min(before.candidates, kTopkCandidates)], 0);
+      const unsigned int key = cluster::map(&sm.candidate_key[min(before.candidates, kTopkCandidates)], 0);
+      for (int i = threadIdx.x; i < kept; i += kTopkThreads) {
+        cluster::store(index + 4u * i, sm.candidate_index[i]);
+        cluster::store(key + 4u * i, static_cast<int>(sm.candidate_key[i]));
       }
     }
     cluster::sync();
@@ -319,21 +366,15 @@ __device__ void topk_split(const TopkParams& p) {
 
   const int above = total.above;
   const int selected = min(k, total.valid);
-  int row_passes = 0;
   if (t.bin < kCoarseBins) {
     const int need = k - above;
-    if (kept) {
-      if (need == total.candidates) {
-        for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
-        __syncthreads();
-      } else {
-        const unsigned int first_key = sm.candidate_key[0];
-        const unsigned int spread = candidate_key_spread(sm, total.candidates, first_key);
-        refine<topk_per_thread<kIn>(), In::kKeyBits>(SmemCandidates{&sm, total.candidates}, need, above, sm, first_key, spread);
-      }
+    if (need == candidates) {
+      for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
+      __syncthreads();
     } else {
-      refine<topk_per_thread<kIn>(), In::kKeyBits>(RowCandidates<In>{row, len, t.bin}, need, above, sm);
-      row_passes = In::kKeyBits / 8 + 1;
+      const unsigned int first_key = sm.candidate_key[0];
+      const unsigned int spread = candidate_key_spread(sm, candidates, first_key);
+      refine<topk_per_thread<kIn>(), In::kKeyBits>(SmemCandidates{&sm, candidates}, need, above, sm, first_key, spread);
     }
   }
   __syncthreads();

@@ -72,6 +72,7 @@ struct TopkRowReport {
   std::int32_t threshold_bin;    // coarse bin of the k-th score; 1024 when every selectable column was taken
   std::int32_t threshold_count;  // columns in that bin
   std::int32_t row_passes;       // extra passes over the row: the threshold bin outgrew the on-chip buffer
+                                 // (4096 candidates) and held more than one value; 2 per narrowing step
 };
 
 // Bytes of workspace topk() needs for `rows` rows (allocate once; nothing is allocated per call).
