@@ -172,22 +172,25 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
 
 // Smallest row segment per CTA worth a cluster split (columns of the widest row).
 constexpr std::int64_t kTopkMinSegment = 4096;
-// Up to this many rows a row takes the largest cluster that fits; past it, two CTAs while the grid
-// fits in one wave, then one. Measured on the H200 (docs/device-runs.md, run 14: `flash-indexer bench
-// topk --rows 1,4,16,32,64,128 --lengths 32768,131072 --k 2048 --split 0,1,2,4,8`), k = 2048, 128K
-// columns, FP32 / FP16 with and without the histogram:
-//   4 rows: split 8 18-33 us, split 1 52-84;   32 rows: split 2 32-52, split 4 38-58, split 8 41-83;
-//   64 rows: split 2 33-54, split 1 53-84, split 4 52-84;   128 rows: split 1 54-100, split 2 63-110.
-// A larger cluster pays only while the rows are too few to fill the GPU: the leader's serial
-// refinement and the cluster barriers cost more than the extra SMs save.
-constexpr std::int64_t kTopkLargestClusterRows = 16;
+// Clusters of 4 or 8 only while they fill at most this share of the SMs; 2 while the grid fits in
+// one wave; then 1. Measured on the H200 (docs/device-runs.md, run 14, `flash-indexer bench topk
+// --rows 8,16,24,32 --lengths 131072 --k 2048 --split 1,2,4,8`, and the grid of run 14), k = 2048,
+// 128K columns, microseconds for FP32 / FP16 with the histogram given:
+//   rows  split 1      2      4      8
+//      8   50.6/48.0  32.2/30.1  22.2/20.7  18.1/16.5
+//     16   50.8/47.9  32.2/30.0  22.7/20.6  29.2/26.3
+//     24   51.0/48.1  32.5/30.1  23.3/21.2  30.2/27.3
+//     32   51.0/48.1  32.5/30.2  37.8/34.7  40.8/37.0
+// (64 rows: split 2 beats 1 and 4; 128 rows: split 1 beats 2.) A cluster of 4 or 8 that would fill
+// more than about 3/4 of the SMs slows down: such clusters are placed per GPC, and the leader's serial
+// refinement leaves its CTAs idle.
+static int cluster_ctas_limit(int multiprocessors, int split) { return split <= 2 ? multiprocessors : multiprocessors * 3 / 4; }
 
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch) {
   int split = 1;
-  for (int c : supported_topk_splits(arch)) {
-    const bool fits = rows * c <= multiprocessors && width >= static_cast<std::int64_t>(c) * kTopkMinSegment;
-    if (fits && (c <= 2 || rows <= kTopkLargestClusterRows)) split = c;
-  }
+  for (int c : supported_topk_splits(arch))
+    if (rows * c <= cluster_ctas_limit(multiprocessors, c) && width >= static_cast<std::int64_t>(c) * kTopkMinSegment)
+      split = c;
   return split;
 }
 

@@ -212,16 +212,16 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
   expect_topk_error([](TopkArgs& a) { a.options.split = 16; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 16");
 }
 
-TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fits in one wave and segments stay long", "[validation]") {
+TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fits and segments stay long", "[validation]") {
   const Arch h200{9, 0, true};
   CHECK(automatic_topk_split(1, 131072, 132, h200) == 8);
-  CHECK(automatic_topk_split(16, 131072, 132, h200) == 8);
-  CHECK(automatic_topk_split(17, 131072, 132, h200) == 2);  // past 16 rows, two CTAs while they fit
-  CHECK(automatic_topk_split(66, 131072, 132, h200) == 2);
+  CHECK(automatic_topk_split(12, 131072, 132, h200) == 8);   // 96 CTAs
+  CHECK(automatic_topk_split(13, 131072, 132, h200) == 4);
+  CHECK(automatic_topk_split(24, 131072, 132, h200) == 4);   // 96 CTAs
+  CHECK(automatic_topk_split(25, 131072, 132, h200) == 2);
+  CHECK(automatic_topk_split(66, 131072, 132, h200) == 2);   // one wave
   CHECK(automatic_topk_split(67, 131072, 132, h200) == 1);
-  CHECK(automatic_topk_split(64, 131072, 132, h200) == 2);
-  CHECK(automatic_topk_split(128, 131072, 132, h200) == 1);
-  CHECK(automatic_topk_split(1, 8192, 132, h200) == 2);  // segments of at least 4096 columns
+  CHECK(automatic_topk_split(1, 8192, 132, h200) == 2);      // segments of at least 4096 columns
   CHECK(automatic_topk_split(1, 4095, 132, h200) == 1);
   CHECK(automatic_topk_split(1, 131072, 132, Arch{8, 0, false}) == 1);  // no clusters before sm_90
 }

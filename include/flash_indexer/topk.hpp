@@ -35,10 +35,10 @@ struct TopkConfig {
 std::vector<TopkConfig> supported_topk_configs(const Arch& arch);
 std::vector<int> supported_topk_splits(const Arch& arch);
 
-// The CTAs per row topk() uses when options.split is 0: up to 16 rows, the largest supported split
-// whose grid fits on the device in one wave (rows * split <= multiprocessors); more rows, 2 while that
-// fits, else 1; and never a segment under 4096 columns of the widest row. The crossovers were measured
-// on the H200 (runtime/topk.cpp).
+// The CTAs per row topk() uses when options.split is 0: the largest supported split such that a
+// cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
+// of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row. The
+// crossovers were measured on the H200 (runtime/topk.cpp).
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {
