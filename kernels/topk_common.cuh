@@ -80,7 +80,7 @@ struct TopkInput<LogitsOut::f16> : TopkInput16<LogitsOut::f16> {};
 template <>
 struct TopkInput<LogitsOut::bf16> : TopkInput16<LogitsOut::bf16> {};
 
-// Elements per thread per chunk: 16 bytes of logits.
+// Candidates per thread per chunk of the refinement.
 template <LogitsOut kIn>
 constexpr int topk_per_thread() {
   return kIn == LogitsOut::f32 ? 4 : 8;
@@ -88,13 +88,13 @@ constexpr int topk_per_thread() {
 
 struct TopkSmem {
   int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
-  int hist[kCoarseBins];  // coarse counts of this CTA's columns, then the leader's 256-bin digit counts
+  int hist[kCoarseBins];  // coarse counts of this CTA's columns; later 256-digit counts (narrowing, refinement)
   union {
     struct {
       int candidate_index[kTopkCandidates];
       unsigned int candidate_key[kTopkCandidates];
     };
-    int row_hist[kCoarseBins];  // the cluster's summed coarse counts (read before any candidate is kept)
+    int row_hist[kCoarseBins];  // the cluster's summed counts (read before any candidate is kept)
   };
   long long scan[kTopkThreads / 32 + 1];
   long long found[3];  // threshold search result: bin, count above it, total

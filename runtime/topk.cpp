@@ -53,6 +53,11 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
   if (rows > 1 && logits.strides[0] < width)
     oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
   l.config.logits = logits_dtype_of(logits.dtype);
+  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
+    throw Error(fmt::format("topk: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", options.split));
+  if (rows * std::max(options.split, 1) > INT_MAX)
+    throw Error(fmt::format("topk: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", rows,
+                            options.split));
 
   TensorChecks lc(kOp, "lengths", lengths);
   lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
@@ -77,8 +82,6 @@ Launch validate(const TensorView& logits, const TensorView& lengths, const Tenso
   const std::int64_t k = indices.shape[1];
   if (k < 1 || k > kMaxTopk) ic.fail(fmt::format("k = indices.shape[1] in 1..{}", kMaxTopk), std::to_string(k));
 
-  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
-    throw Error(fmt::format("topk: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", options.split));
 
   if (options.values.rank != 0) {
     TensorChecks vc(kOp, "values", options.values);

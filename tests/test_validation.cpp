@@ -210,6 +210,8 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "block_table: expected a row stride >= max_blocks = 100, got 50");
   expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 3");
   expect_topk_error([](TopkArgs& a) { a.options.split = 16; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 16");
+  expect_topk_error([](TopkArgs& a) { a.logits.shape[0] = 1 << 29; a.options.split = 8; },
+                    "options.split: expected rows * split <= 2^31-1 (the grid), got 536870912 rows * 8");
 }
 
 TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fits and segments stay long", "[validation]") {
