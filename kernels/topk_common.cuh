@@ -18,7 +18,6 @@ struct TopkInput;
 template <>
 struct TopkInput<LogitsOut::f32> {
   using Raw = float;
-  static constexpr int kKeyBits = 32;
   __device__ __forceinline__ static Raw load(const void* row, int s) { return __ldg(static_cast<const float*>(row) + s); }
   __device__ __forceinline__ static bool is_nan(Raw x) { return x != x; }
   __device__ __forceinline__ static float value(Raw x) { return x; }
@@ -42,7 +41,6 @@ struct TopkInput<LogitsOut::f32> {
 template <LogitsOut kIn>
 struct TopkInput16 {
   using Raw = unsigned short;
-  static constexpr int kKeyBits = 16;
   static constexpr unsigned int kInfinity = kIn == LogitsOut::f16 ? 0x7c00u : 0x7f80u;
   __device__ __forceinline__ static Raw load(const void* row, int s) {
     return __ldg(static_cast<const unsigned short*>(row) + s);
@@ -79,12 +77,6 @@ template <>
 struct TopkInput<LogitsOut::f16> : TopkInput16<LogitsOut::f16> {};
 template <>
 struct TopkInput<LogitsOut::bf16> : TopkInput16<LogitsOut::bf16> {};
-
-// Candidates per thread per chunk of the refinement.
-template <LogitsOut kIn>
-constexpr int topk_per_thread() {
-  return kIn == LogitsOut::f32 ? 4 : 8;
-}
 
 struct TopkSmem {
   int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
@@ -235,17 +227,6 @@ __device__ void find_digit(int need, const int* counts, TopkSmem& sm, int& digit
   __syncthreads();
 }
 
-// The refinement's candidates: the shared-memory buffer.
-struct SmemCandidates {
-  const TopkSmem* sm;
-  int size;
-  __device__ __forceinline__ bool get(int i, unsigned int& key, int& column) const {
-    key = sm->candidate_key[i];
-    column = sm->candidate_index[i];
-    return true;
-  }
-};
-
 // OR over the candidates of (key ^ `first_key`): the key bits in which they differ at all.
 __device__ unsigned int candidate_key_spread(TopkSmem& sm, int size, unsigned int first_key) {
   unsigned int spread = 0;
@@ -258,22 +239,18 @@ __device__ unsigned int candidate_key_spread(TopkSmem& sm, int size, unsigned in
   return sm.key_spread;
 }
 
-// Chooses `need` candidates of `source` (largest keys; equal keys by ascending position, which is
-// ascending column) and writes them in source order to sm.out[first ...]. `spread` is
-// candidate_key_spread(..., first_key), or ~0u when unknown: the rounds start at the highest digit in
-// which candidates differ (one round, or none, for the typical FP16 bin; two or three for FP32).
-template <int kPer, int kKeyBits, class Source>
-__device__ void refine(const Source& source, int need, int first, TopkSmem& sm, unsigned int first_key = 0,
-                       unsigned int spread = ~0u) {
+// Chooses `need` of the first `size` (1..kTopkCandidates) candidates in shared memory (largest keys;
+// equal keys by ascending position, which is ascending column) and writes them in candidate order to
+// sm.out[first ...]. The rounds start at the highest digit in which the candidates differ (one round,
+// or none, for the typical FP16 bin; two or three for FP32).
+__device__ void refine(int size, int need, int first, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
-  constexpr int kChunk = kTopkThreads * kPer;
-  unsigned int prefix = 0, mask = 0;
-  int top_shift = kKeyBits - 8;
-  if (spread == 0) {
-    prefix = first_key;
-    mask = ~0u;
-    top_shift = -8;
-  } else if (spread != ~0u) {
+  constexpr int kPer = kTopkCandidates / kTopkThreads;  // the whole buffer in one chunk
+  const unsigned int first_key = sm.candidate_key[0];
+  const unsigned int spread = candidate_key_spread(sm, size, first_key);
+  unsigned int prefix = first_key, mask = ~0u;
+  int top_shift = -8;  // spread 0: every candidate has the same key
+  if (spread != 0) {
     top_shift = ((31 - __clz(spread)) / 8) * 8;
     mask = top_shift + 8 >= 32 ? 0u : ~((1u << (top_shift + 8)) - 1u);
     prefix = first_key & mask;
@@ -283,14 +260,12 @@ __device__ void refine(const Source& source, int need, int first, TopkSmem& sm, 
   for (int shift = top_shift; shift >= 0; shift -= 8) {
     for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
-    for (int base = 0; base < source.size; base += kChunk) {
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) {
-        const int i = base + threadIdx.x * kPer + e;
-        unsigned int key;
-        int column;
-        if (i < source.size && source.get(i, key, column) && (key & mask) == prefix)
-          atomicAdd(&sm.hist[(key >> shift) & 0xffu], 1);
+    for (int e = 0; e < kPer; ++e) {
+      const int i = threadIdx.x * kPer + e;
+      if (i < size) {
+        const unsigned int key = sm.candidate_key[i];
+        if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & 0xffu], 1);
       }
     }
     __syncthreads();
@@ -301,39 +276,30 @@ __device__ void refine(const Source& source, int need, int first, TopkSmem& sm, 
     mask |= 0xffu << shift;
   }
   // Keys above `prefix` are all taken (need - ties of them); of the keys equal to it, the first `ties`.
-  int greater_run = 0, equal_run = 0;
-  for (int base = 0; base < source.size; base += kChunk) {
-    unsigned int keys[kPer];
-    int columns[kPer];
-    int greater = 0, equal = 0;
+  unsigned int keys[kPer];
+  int greater = 0, equal = 0;
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int i = base + threadIdx.x * kPer + e;
-      columns[e] = -1;
-      if (i < source.size && source.get(i, keys[e], columns[e])) {
-        greater += keys[e] > prefix;
-        equal += keys[e] == prefix;
-      } else {
-        columns[e] = -1;
-      }
-    }
-    int total;
-    const int before = Scan::exclusive(greater | (equal << 16), reinterpret_cast<int*>(sm.scan), total);
-    int g = greater_run + (before & 0xffff);
-    int q = equal_run + (before >> 16);
+  for (int e = 0; e < kPer; ++e) {
+    const int i = threadIdx.x * kPer + e;
+    keys[e] = i < size ? sm.candidate_key[i] : 0u;
+    greater += i < size && keys[e] > prefix;
+    equal += i < size && keys[e] == prefix;
+  }
+  int total;
+  const int before = Scan::exclusive(greater | (equal << 16), reinterpret_cast<int*>(sm.scan), total);
+  int g = before & 0xffff;
+  int q = before >> 16;
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      if (columns[e] < 0) continue;
-      if (keys[e] > prefix) {
-        sm.out[first + g + min(q, ties)] = columns[e];
-        ++g;
-      } else if (keys[e] == prefix) {
-        if (q < ties) sm.out[first + g + q] = columns[e];
-        ++q;
-      }
+  for (int e = 0; e < kPer; ++e) {
+    const int i = threadIdx.x * kPer + e;
+    if (i >= size) continue;
+    if (keys[e] > prefix) {
+      sm.out[first + g + min(q, ties)] = sm.candidate_index[i];
+      ++g;
+    } else if (keys[e] == prefix) {
+      if (q < ties) sm.out[first + g + q] = sm.candidate_index[i];
+      ++q;
     }
-    greater_run += total & 0xffff;
-    equal_run += total >> 16;
   }
   __syncthreads();
 }

@@ -41,7 +41,6 @@ struct TopkTile {
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
   static constexpr int kWarpSpan = 32 * kPer * kUnroll;
   static constexpr int kSize = kTopkThreads * kPer * kUnroll;
-  static constexpr int kUnrollCount = kUnroll;
   unsigned int w[kUnroll][4];
 
   // Warp w owns a contiguous span of the tile; its vectors interleave the lanes, so each load
@@ -102,22 +101,21 @@ struct TopkTile {
         if (!In::is_nan(x)) atomicAdd(&sm.hist[In::bin(x)], 1);
       }
   }
-};
 
-// Adds the 256 digits (key - bounds.candidate) >> shift of this tile's keys in [bounds.candidate,
-// bounds.above) to sm.hist.
-template <class Tile, class In>
-__device__ __forceinline__ void count_digits(const Tile& t, KeyBounds bounds, int shift, TopkSmem& sm) {
+  // Adds the 256 digits (key - bounds.candidate) >> shift of this tile's keys in [bounds.candidate,
+  // bounds.above) to sm.hist.
+  __device__ __forceinline__ void count_digits(KeyBounds bounds, int shift, TopkSmem& sm) const {
 #pragma unroll
-  for (int u = 0; u < Tile::kUnrollCount; ++u)
+    for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-    for (int e = 0; e < Tile::kPer; ++e) {
-      const typename In::Raw x = t.get(u, e);
-      const unsigned int key = In::key(x);
-      if (!In::is_nan(x) && key >= bounds.candidate && key < bounds.above)
-        atomicAdd(&sm.hist[(key - bounds.candidate) >> shift], 1);
-    }
-}
+      for (int e = 0; e < kPer; ++e) {
+        const Raw x = get(u, e);
+        const unsigned int key = In::key(x);
+        if (!In::is_nan(x) && key >= bounds.candidate && key < bounds.above)
+          atomicAdd(&sm.hist[(key - bounds.candidate) >> shift], 1);
+      }
+  }
+};
 
 struct SelectRun {
   int valid;       // non-NaN columns
@@ -335,7 +333,7 @@ __device__ void topk_split(const TopkParams& p) {
     const int shift = max(0, 32 - __clz(static_cast<int>(span)) - 8);
     for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
-    for_each_tile([&](const Tile& tl, int) { count_digits<Tile, In>(tl, bounds, shift, sm); });
+    for_each_tile([&](const Tile& tl, int) { tl.count_digits(bounds, shift, sm); });
     int digit, digit_above;
     find_digit(k - total.above, cluster_counts(256), sm, digit, digit_above);
     const unsigned long long upper = static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
@@ -372,9 +370,7 @@ __device__ void topk_split(const TopkParams& p) {
       for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
       __syncthreads();
     } else {
-      const unsigned int first_key = sm.candidate_key[0];
-      const unsigned int spread = candidate_key_spread(sm, candidates, first_key);
-      refine<topk_per_thread<kIn>(), In::kKeyBits>(SmemCandidates{&sm, candidates}, need, above, sm, first_key, spread);
+      refine(candidates, need, above, sm);
     }
   }
   __syncthreads();
