@@ -8,6 +8,9 @@
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
+#include "paged_mqa_logits_call.hpp"
+#include "tensor_checks.hpp"
+#include "topk_call.hpp"
 
 namespace flash_indexer {
 namespace {
@@ -98,31 +101,35 @@ TensorView DecodePlan::topk_workspace() const {
 void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
                      const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
                      Stream stream) const {
+  constexpr std::string_view op = "DecodePlan::run";
   if (memory_ == 0) throw Error("DecodePlan::run: the plan was moved from");
-  const std::int64_t batch = q.rank == 4 ? q.shape[0] : -1;
-  if (q.rank != 4 || batch > config_.max_batch || q.shape[1] != config_.next_n || q.shape[2] != config_.heads ||
-      q.shape[3] != config_.head_dim)
-    throw Error(fmt::format("DecodePlan::run: q: expected [B <= {}, {}, {}, {}], got rank {} [{}, {}, {}, {}]",
-                            config_.max_batch, config_.next_n, config_.heads, config_.head_dim, q.rank, q.shape[0],
-                            q.shape[1], q.shape[2], q.shape[3]));
-  if (indices.rank != 2 || indices.shape[1] != config_.k)
-    throw Error(fmt::format("DecodePlan::run: indices: expected [B * next_n, k = {}], got rank {} with shape[1] = {}",
-                            config_.k, indices.rank, indices.rank == 2 ? indices.shape[1] : -1));
-  if (batch == 0) return;
-  const TensorView hist = histogram(batch);
-  if (config_.histogram)
-    FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(hist.data), 0,
-          static_cast<std::size_t>(hist.numel()), stream);
+  // Every check of every step first: a rejected run enqueues nothing and changes no byte.
+  TensorChecks qc(op, "q", q);
+  qc.dtype({DType::fp8_e4m3}).rank({4});
+  const std::int64_t batch = q.shape[0];
+  if (batch > config_.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config_.max_batch), qc.shape());
+  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads").dim(3, config_.head_dim, "config.head_dim");
   PagedMqaLogitsOptions lo;
-  lo.histogram = hist;
+  lo.histogram = histogram(batch);
   const TensorView logits_view = logits(batch);
-  paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits_view, stream, lo);
+  const PagedMqaLogitsCall logits_call =
+      check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits_view, lo);
+  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(1, config_.k, "config.k");
   TopkOptions to;
   to.sorted = config_.sorted;
-  to.histogram = hist;
+  to.histogram = lo.histogram;
   if (context_lens.rank == 1) to.next_n = config_.next_n;
   if (config_.physical_slots) to.block_table = block_table;
-  topk(logits_view, context_lens, indices, topk_workspace(), stream, to);
+  const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, topk_workspace(), to);
+  if (batch == 0) return;
+  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_call, stream);
+  const TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
+
+  if (config_.histogram)
+    FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(lo.histogram.data), 0,
+          static_cast<std::size_t>(lo.histogram.numel()), stream);
+  enqueue(logits_launch, stream);
+  enqueue(topk_launch, stream);
 }
 
 }  // namespace flash_indexer

@@ -33,6 +33,10 @@ LoadedKernel load_kernel(const KernelSpec& spec);
 // Throws Error when `stream` is capturing: loading a module then would invalidate the capture.
 void require_not_capturing(CUstream stream, const std::string& key);
 
+// Throws Error naming `op` when `stream` belongs to another context than the current one (a launch
+// there would read this context's pointers in the other's address space).
+void require_stream_of_current_context(std::string_view op, CUstream stream);
+
 // Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses.
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
                    void** args);

@@ -1,6 +1,10 @@
 #pragma once
 // Argument checks shared by the ops' validation functions. Each throws Error
 // "<op>: <argument>: expected <what>, got <value>".
+//
+// rank() is the first structural check of every tensor: besides the number of dimensions it rejects
+// negative sizes and strides and a view whose byte extent does not fit the address space, so every
+// product of one tensor's dims and strides that a later check or the kernel computes fits in int64.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -31,11 +35,34 @@ class TensorChecks {
   }
   const TensorChecks& rank(std::initializer_list<int> allowed) const {
     std::string ranks;
+    bool found = false;
     for (int r : allowed) {
-      if (r == v_.rank) return *this;
+      found = found || r == v_.rank;
       ranks += ranks.empty() ? std::to_string(r) : fmt::format(" or {}", r);
     }
-    fail(fmt::format("{} dimensions", ranks), std::to_string(v_.rank));
+    if (!found) fail(fmt::format("{} dimensions", ranks), std::to_string(v_.rank));
+    for (int d = 0; d < v_.rank; ++d) {
+      if (v_.shape[d] < 0) fail(fmt::format("shape[{}] >= 0", d), shape());
+      if (v_.strides[d] < 0) fail(fmt::format("strides[{}] >= 0", d), strides());
+    }
+    extent_bytes();
+    return *this;
+  }
+  // Bytes from the first to one past the last element (0 for an empty view); fails beyond 2^48 (no GPU
+  // maps more), which also keeps every element offset the kernels compute far from int64 overflow.
+  std::int64_t extent_bytes() const {
+    constexpr std::int64_t kLimit = std::int64_t{1} << 48;
+    std::int64_t last = 0;  // offset of the last element, in elements
+    for (int d = 0; d < v_.rank; ++d) {
+      if (v_.shape[d] == 0) return 0;
+      std::int64_t step = 0;
+      if (__builtin_mul_overflow(v_.shape[d] - 1, v_.strides[d], &step) || __builtin_add_overflow(last, step, &last) ||
+          last >= kLimit)
+        fail("a tensor of at most 2^48 bytes", fmt::format("shape {} strides {}", shape(), strides()));
+    }
+    const std::int64_t bytes = (last + 1) * static_cast<std::int64_t>(dtype_size(v_.dtype));
+    if (bytes > kLimit) fail("a tensor of at most 2^48 bytes", fmt::format("shape {} strides {}", shape(), strides()));
+    return bytes;
   }
   const TensorChecks& dim(int d, std::int64_t expected, std::string_view meaning) const {
     if (v_.shape[d] != expected) fail(fmt::format("shape[{}] = {} ({})", d, expected, meaning), std::to_string(v_.shape[d]));

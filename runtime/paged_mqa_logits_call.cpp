@@ -1,0 +1,215 @@
+// The paged_mqa_logits call: argument checks, kernel lookup, launch; and the public entry points.
+#include "paged_mqa_logits_call.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "driver.hpp"
+#include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+#include "paged_mqa_logits_kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace flash_indexer {
+namespace {
+
+// The hot-path registry key: the configuration without the arch (the context determines it).
+struct ConfigHash {
+  std::size_t operator()(const PagedMqaLogitsConfig& c) const {
+    return (((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
+            static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 + static_cast<std::size_t>(c.variant);
+  }
+};
+
+KernelRegistry<PagedMqaLogitsConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<PagedMqaLogitsConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+// The registry keys the requested variant (automatic included); the spec resolves it for the device and
+// rejects a forced sm90 that does not fit it.
+const LoadedKernel& loaded_kernel(const PagedMqaLogitsConfig& config, CUstream stream) {
+  return registry().get_for_current_device(
+      "paged_mqa_logits", config, stream, [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
+}
+
+
+// TMA maps of the sm90 kernel: the key tiles of the paged cache as {D bytes, 64 tokens, block}, and
+// the query rows as {D bytes, B * next_n * H}; swizzled as wide as a row (wgmma's K-major layout).
+void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLogitsConfig& c) {
+  const auto& p = sp.p;
+  const CUtensorMapSwizzle swizzle = c.head_dim == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  {
+    const std::int64_t block_stride =
+        p.num_blocks > 1 ? p.kv_block_stride : (64 * (c.head_dim + 4) + 15) / 16 * 16;  // one block: any stride
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), 64,
+                                static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
+    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(block_stride)};
+    const cuuint32_t box[3] = {static_cast<cuuint32_t>(c.head_dim), 64, 1};
+    FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&sp.kv_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  {
+    const int n = c.next_n * c.heads;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(p.batch) * n};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(c.head_dim)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(c.head_dim), static_cast<cuuint32_t>(n)};
+    FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: q tensor map", reinterpret_cast<CUtensorMap*>(&sp.q_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.q), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+}
+
+}  // namespace
+
+// Every argument check of the op, in one place.
+PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv_cache,
+                                          const TensorView& weights, const TensorView& context_lens,
+                                          const TensorView& block_table, const TensorView& logits,
+                                          const PagedMqaLogitsOptions& options) {
+  PagedMqaLogitsCall l;
+  TensorChecks qc(op, "q", q);
+  qc.dtype({DType::fp8_e4m3}).rank({4}).contiguous().not_null().aligned(16);
+  const std::int64_t batch = q.shape[0];
+  l.config.next_n = static_cast<int>(q.shape[1]);
+  l.config.heads = static_cast<int>(q.shape[2]);
+  l.config.head_dim = static_cast<int>(q.shape[3]);
+  if (batch < 0 || batch > 65535) qc.fail("batch size q.shape[0] in 0..65535", std::to_string(batch));
+  if (q.shape[1] < 1 || q.shape[1] > 8) qc.fail("next_n = q.shape[1] in 1..8", std::to_string(q.shape[1]));
+  if (q.shape[2] != 16 && q.shape[2] != 32 && q.shape[2] != 64)
+    qc.fail("heads = q.shape[2] in {16, 32, 64}", std::to_string(q.shape[2]));
+  if (q.shape[3] != 64 && q.shape[3] != 128) qc.fail("head_dim = q.shape[3] in {64, 128}", std::to_string(q.shape[3]));
+  const std::int64_t next_n = l.config.next_n, heads = l.config.heads, head_dim = l.config.head_dim;
+  const std::int64_t rows = batch * next_n;
+
+  TensorChecks kc(op, "kv_cache", kv_cache);
+  kc.dtype({DType::u8, DType::fp8_e4m3}).rank({4}).not_null().aligned(16);
+  if (kv_cache.shape[1] != 64) kc.fail("block_size = kv_cache.shape[1] = 64", std::to_string(kv_cache.shape[1]));
+  l.config.block_size = 64;
+  const std::int64_t token_bytes = head_dim + 4;
+  kc.dim(2, 1, "one KV head").dim(3, token_bytes, "head_dim FP8 bytes + one FP32 scale per token");
+  kc.stride(3, 1).stride(2, token_bytes).stride(1, token_bytes);
+  const std::int64_t num_blocks = kv_cache.shape[0], block_stride = kv_cache.strides[0];
+  if (num_blocks < 0 || num_blocks > INT_MAX) kc.fail("num_blocks in 0..2^31-1", std::to_string(num_blocks));
+  if (num_blocks > 1 && (block_stride < 64 * token_bytes || block_stride % 16 != 0))
+    kc.fail(fmt::format("a block stride >= {} bytes and a multiple of 16", 64 * token_bytes), std::to_string(block_stride));
+
+  TensorChecks wc(op, "weights", weights);
+  wc.dtype({DType::f32}).rank({2}).dim(0, rows, "B * next_n").dim(1, heads, "heads").contiguous().not_null().aligned(4);
+
+  TensorChecks lc(op, "context_lens", context_lens);
+  lc.dtype({DType::i32}).rank({1, 2}).dim(0, batch, "B").contiguous().not_null().aligned(4);
+  if (context_lens.rank == 2) lc.dim(1, next_n, "next_n");
+
+  TensorChecks bc(op, "block_table", block_table);
+  bc.dtype({DType::i32}).rank({2}).dim(0, batch, "B").stride(1, 1).not_null().aligned(4);
+  const std::int64_t max_blocks = block_table.shape[1];
+  if (max_blocks < 0 || max_blocks > INT_MAX) bc.fail("max_blocks in 0..2^31-1", std::to_string(max_blocks));
+  if (batch > 1 && block_table.strides[0] < max_blocks)
+    bc.fail(fmt::format("a row stride >= max_blocks = {}", max_blocks), std::to_string(block_table.strides[0]));
+
+  TensorChecks oc(op, "logits", logits);
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).dim(0, rows, "B * next_n").stride(1, 1).not_null().aligned(16);
+  const std::int64_t width = logits.shape[1];
+  if (width < 0 || width > INT_MAX - 64) oc.fail("a width in 0..2^31-65", std::to_string(width));
+  if (rows > 1 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
+  l.config.logits = logits_dtype_of(logits.dtype);
+
+  const TensorView& histogram = options.histogram;
+  l.config.histogram = histogram.rank != 0;
+  if (l.config.histogram) {
+    TensorChecks hc(op, "histogram", histogram);
+    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "B * next_n").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+  }
+
+  auto& p = l.params;
+  p.q = static_cast<const unsigned char*>(q.data);
+  p.kv_cache = static_cast<const unsigned char*>(kv_cache.data);
+  p.weights = static_cast<const float*>(weights.data);
+  p.context_lens = static_cast<const int*>(context_lens.data);
+  p.block_table = static_cast<const int*>(block_table.data);
+  p.logits = logits.data;
+  p.histogram = static_cast<int*>(histogram.data);
+  p.kv_block_stride = block_stride;
+  p.block_table_stride = block_table.strides[0];
+  p.logits_stride = logits.strides[0];
+  p.batch = static_cast<int>(batch);
+  p.num_blocks = static_cast<int>(num_blocks);
+  p.max_blocks = static_cast<int>(max_blocks);
+  p.width = static_cast<int>(width);
+  p.lens_2d = context_lens.rank == 2;
+  p.fill_masked = options.fill_masked;
+  if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
+      options.variant != PagedMqaLogitsVariant::sm90)
+    throw Error(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
+                            static_cast<int>(options.variant)));
+  l.config.variant = options.variant;
+  l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
+  l.batch = static_cast<unsigned>(batch);
+  return l;
+}
+
+
+PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream) {
+  PagedMqaLogitsLaunch launch;
+  const LoadedKernel& kernel = loaded_kernel(call.config, stream);
+  require_stream_of_current_context(op, stream);
+  launch.kernel = &kernel;
+  launch.sm90_params.p = call.params;
+  launch.sm90 = kernel.variant == static_cast<int>(PagedMqaLogitsVariant::sm90);
+  if (!launch.sm90) {
+    launch.grid_x = call.width_blocks;
+    launch.grid_y = call.batch;
+    return launch;
+  }
+  // Splits of a request: enough CTAs for two per SM over the widest possible batch (the lengths live
+  // on the device; the grid depends only on shapes, so a captured launch stays valid).
+  PagedMqaLogitsConfig resolved = call.config;
+  resolved.variant = PagedMqaLogitsVariant::sm90;
+  encode_tensor_maps(launch.sm90_params, resolved);
+  const std::int64_t width_blocks = call.width_blocks;
+  const std::int64_t total = width_blocks * call.batch;
+  const std::int64_t target_ctas = 2 * static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1));
+  launch.sm90_params.blocks_per_split =
+      static_cast<int>(std::clamp<std::int64_t>((total + target_ctas - 1) / target_ctas, 1, 64));
+  launch.grid_x = static_cast<unsigned>((width_blocks + launch.sm90_params.blocks_per_split - 1) /
+                                        launch.sm90_params.blocks_per_split);
+  launch.grid_y = call.batch;
+  return launch;
+}
+
+void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream) {
+  kernels::PagedMqaLogitsSm90Params params = launch.sm90_params;
+  void* args[] = {launch.sm90 ? static_cast<void*>(&params) : static_cast<void*>(&params.p)};
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args);
+}
+
+void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                      const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
+                      Stream stream, const PagedMqaLogitsOptions& options) {
+  const PagedMqaLogitsCall call =
+      check_paged_mqa_logits("paged_mqa_logits", q, kv_cache, weights, context_lens, block_table, logits, options);
+  if (call.empty()) return;  // nothing to write
+  enqueue(prepare_paged_mqa_logits("paged_mqa_logits", call, stream), stream);
+}
+
+void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
+  // The fields first (a bad configuration is named even without a GPU), then the device's kernel.
+  PagedMqaLogitsConfig fields = config;
+  fields.arch = Arch{9, 0, true};
+  fields.variant = PagedMqaLogitsVariant::portable;
+  fields.check_supported();
+  if (config.variant != PagedMqaLogitsVariant::automatic && config.variant != PagedMqaLogitsVariant::portable &&
+      config.variant != PagedMqaLogitsVariant::sm90)
+    throw Error(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",
+                            static_cast<int>(config.variant)));
+  loaded_kernel(config, nullptr);
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,40 @@
+#pragma once
+// A paged_mqa_logits call in three steps, so that a caller running several ops (DecodePlan) can check
+// and prepare all of them before it enqueues any: a rejected call changes no byte anywhere.
+//   check_paged_mqa_logits()    every argument check, no driver call; returns the checked call
+//   prepare_paged_mqa_logits()  loads the kernel, checks the stream, builds the launch; enqueues nothing
+//   enqueue()                   the launch alone
+#include <string_view>
+
+#include "../kernels/paged_mqa_logits_params.cuh"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "kernel_registry.hpp"
+
+namespace flash_indexer {
+
+struct PagedMqaLogitsCall {
+  PagedMqaLogitsConfig config;  // arch: filled in for the current device by prepare
+  kernels::PagedMqaLogitsParams params{};
+  unsigned width_blocks = 0;  // 64-key blocks of the logits width
+  unsigned batch = 0;
+  bool empty() const { return width_blocks == 0 || batch == 0; }
+};
+
+// `op` prefixes every error ("paged_mqa_logits", or the caller's name for a composite op).
+PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv_cache,
+                                          const TensorView& weights, const TensorView& context_lens,
+                                          const TensorView& block_table, const TensorView& logits,
+                                          const PagedMqaLogitsOptions& options);
+
+struct PagedMqaLogitsLaunch {
+  const LoadedKernel* kernel = nullptr;
+  bool sm90 = false;
+  kernels::PagedMqaLogitsSm90Params sm90_params{};  // p is the portable kernel's argument too
+  unsigned grid_x = 0, grid_y = 0;
+};
+
+// Not for an empty call.
+PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream);
+void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
+
+}  // namespace flash_indexer

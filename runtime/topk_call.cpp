@@ -1,0 +1,169 @@
+// The topk call: argument checks, kernel choice, launch; and the public entry points.
+#include "topk_call.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+#include "tensor_checks.hpp"
+#include "topk_kernel.hpp"
+
+namespace flash_indexer {
+namespace {
+
+struct ConfigHash {
+  std::size_t operator()(const TopkConfig& c) const { return static_cast<std::size_t>(c.logits) * 16 + c.split; }
+};
+
+KernelRegistry<TopkConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<TopkConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(const TopkConfig& config, CUstream stream) {
+  return registry().get_for_current_device("topk", config, stream, [](const TopkConfig& c) { return topk_kernel_spec(c); });
+}
+
+}  // namespace
+
+// Every argument check of the op, in one place.
+TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorView& lengths, const TensorView& indices,
+                    const TensorView& workspace, const TopkOptions& options) {
+  TopkCall l;
+  TensorChecks oc(op, "logits", logits);
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).stride(1, 1).not_null().aligned(dtype_size(logits.dtype));
+  const std::int64_t rows = logits.shape[0], width = logits.shape[1];
+  if (rows < 0 || rows > INT_MAX) oc.fail("rows = logits.shape[0] in 0..2^31-1", std::to_string(rows));
+  // Headroom for a tile's column arithmetic past the row end.
+  if (width < 0 || width > INT_MAX - 65536) oc.fail("a width in 0..2^31-65537", std::to_string(width));
+  if (rows > 1 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
+  l.logits = logits_dtype_of(logits.dtype);
+  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
+    throw Error(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", op, options.split));
+  if (rows * std::max(options.split, 1) > INT_MAX)
+    throw Error(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
+                            rows, options.split));
+
+  TensorChecks lc(op, "lengths", lengths);
+  lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
+  if (options.next_n < 0 || options.next_n > 64)
+    throw Error(fmt::format("{}: options.next_n: expected 0 (per-row lengths) or 1..64, got {}", op, options.next_n));
+  int lengths_next_n = 0;
+  if (lengths.rank == 2) {
+    if (options.next_n != 0 && options.next_n != lengths.shape[1])
+      lc.fail(fmt::format("shape[1] = options.next_n = {}", options.next_n), std::to_string(lengths.shape[1]));
+    if (lengths.shape[0] * lengths.shape[1] != rows)
+      lc.fail(fmt::format("[B, next_n] with B * next_n = rows = {}", rows), lc.shape());
+  } else if (options.next_n > 0) {
+    if (lengths.shape[0] * options.next_n != rows)
+      lc.fail(fmt::format("[B] with B * next_n ({}) = rows = {}", options.next_n, rows), lc.shape());
+    lengths_next_n = options.next_n;
+  } else {
+    lc.dim(0, rows, "rows");
+  }
+
+  TensorChecks ic(op, "indices", indices);
+  ic.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").contiguous().not_null().aligned(4);
+  const std::int64_t k = indices.shape[1];
+  if (k < 1 || k > kMaxTopk) ic.fail(fmt::format("k = indices.shape[1] in 1..{}", kMaxTopk), std::to_string(k));
+
+  if (options.values.rank != 0) {
+    TensorChecks vc(op, "values", options.values);
+    vc.dtype({DType::f32}).rank({2}).dim(0, rows, "rows").dim(1, k, "k").contiguous().not_null().aligned(4);
+  }
+  if (options.histogram.rank != 0) {
+    TensorChecks hc(op, "histogram", options.histogram);
+    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+  }
+
+  if (options.block_table.rank != 0) {
+    TensorChecks tc(op, "block_table", options.block_table);
+    tc.dtype({DType::i32}).rank({2}).stride(1, 1).not_null().aligned(4);
+    const std::int64_t requests = options.block_table.shape[0];
+    if (rows > 0 && (requests < 1 || rows % requests != 0))
+      tc.fail(fmt::format("shape[0] = B dividing rows = {}", rows), std::to_string(requests));
+    if (requests > 1 && options.block_table.strides[0] < options.block_table.shape[1])
+      tc.fail(fmt::format("a row stride >= max_blocks = {}", options.block_table.shape[1]),
+              std::to_string(options.block_table.strides[0]));
+    if (options.block_table.shape[1] > INT_MAX) tc.fail("max_blocks in 0..2^31-1", std::to_string(options.block_table.shape[1]));
+  }
+
+  TensorChecks wc(op, "workspace", workspace);
+  wc.dtype({DType::u8}).rank({1}).contiguous().not_null().aligned(16);
+  const std::size_t need = topk_workspace_bytes(rows);
+  if (static_cast<std::size_t>(workspace.shape[0]) < need)
+    wc.fail(fmt::format("at least topk_workspace_bytes({}) = {} bytes", rows, need), std::to_string(workspace.shape[0]));
+
+  l.split = options.split;
+  auto& p = l.params;
+  p.logits = logits.data;
+  p.lengths = static_cast<const int*>(lengths.data);
+  p.histogram = static_cast<const int*>(options.histogram.data);
+  p.indices = static_cast<int*>(indices.data);
+  p.values = static_cast<float*>(options.values.data);
+  p.report = static_cast<int*>(workspace.data);
+  p.logits_stride = logits.strides[0];
+  p.rows = static_cast<int>(rows);
+  p.width = static_cast<int>(width);
+  p.lengths_next_n = lengths_next_n;
+  p.k = static_cast<int>(k);
+  p.sorted = options.sorted;
+  if (options.block_table.rank != 0) {
+    p.slot_table = static_cast<const int*>(options.block_table.data);
+    p.slot_table_stride = options.block_table.strides[0];
+    p.slot_table_blocks = static_cast<int>(options.block_table.shape[1]);
+    p.slot_rows_per_request = static_cast<int>(rows / std::max<std::int64_t>(options.block_table.shape[0], 1));
+  }
+  return l;
+}
+
+
+TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream) {
+  // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
+  const LoadedKernel& one_cta = loaded_kernel({call.logits, Arch{}, 1}, stream);
+  require_stream_of_current_context(op, stream);
+  const int split = call.split != 0 ? call.split
+                                    : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
+                                                           one_cta.arch);
+  if (split > 1 && one_cta.arch.major < 9)
+    throw Error(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
+                            split, one_cta.arch.name()));
+  TopkLaunch launch;
+  launch.kernel = split == 1 ? &one_cta : &loaded_kernel({call.logits, Arch{}, split}, stream);
+  launch.params = call.params;
+  launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(split);
+  return launch;
+}
+
+void enqueue(const TopkLaunch& launch, CUstream stream) {
+  kernels::TopkParams params = launch.params;
+  void* args[] = {&params};
+  launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args);
+}
+
+void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,
+          Stream stream, const TopkOptions& options) {
+  const TopkCall call = check_topk("topk", logits, lengths, indices, workspace, options);
+  if (call.empty()) return;
+  enqueue(prepare_topk("topk", call, stream), stream);
+}
+
+void warm_topk(const TopkConfig& config) {
+  TopkConfig fields = config;  // the fields first, named even without a GPU
+  fields.arch = Arch{9, 0, true};
+  fields.check_supported();
+  loaded_kernel(config, nullptr);
+}
+
+void warm_topk(LogitsDType logits) {
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    throw Error(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+  for (int split : supported_topk_splits(current_device_arch())) loaded_kernel({logits, Arch{}, split}, nullptr);
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,34 @@
+#pragma once
+// A topk call in three steps (see paged_mqa_logits_call.hpp for why):
+//   check_topk()    every argument check, no driver call; returns the checked call
+//   prepare_topk()  loads the kernel(s), picks the split, checks the stream; enqueues nothing
+//   enqueue()       the launch alone
+#include <string_view>
+
+#include "../kernels/topk_params.cuh"
+#include "flash_indexer/topk.hpp"
+#include "kernel_registry.hpp"
+
+namespace flash_indexer {
+
+struct TopkCall {
+  LogitsDType logits = LogitsDType::f32;
+  int split = 0;  // options.split: 0 automatic
+  kernels::TopkParams params{};
+  bool empty() const { return params.rows == 0; }
+};
+
+TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorView& lengths, const TensorView& indices,
+                    const TensorView& workspace, const TopkOptions& options);
+
+struct TopkLaunch {
+  const LoadedKernel* kernel = nullptr;
+  kernels::TopkParams params{};
+  unsigned grid = 0;  // rows * split CTAs
+};
+
+// Not for an empty call.
+TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream);
+void enqueue(const TopkLaunch& launch, CUstream stream);
+
+}  // namespace flash_indexer
