@@ -41,10 +41,10 @@ class TensorChecks {
       ranks += ranks.empty() ? std::to_string(r) : fmt::format(" or {}", r);
     }
     if (!found) fail(fmt::format("{} dimensions", ranks), std::to_string(v_.rank));
-    for (int d = 0; d < v_.rank; ++d) {
+    for (int d = 0; d < v_.rank; ++d)
       if (v_.shape[d] < 0) fail(fmt::format("shape[{}] >= 0", d), shape());
+    for (int d = 0; d < v_.rank; ++d)
       if (v_.strides[d] < 0) fail(fmt::format("strides[{}] >= 0", d), strides());
-    }
     extent_bytes();
     return *this;
   }

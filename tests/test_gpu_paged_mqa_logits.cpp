@@ -75,13 +75,13 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
 
 const bool registered = [] {
   for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true}))
-    test::register_test("gpu " + test::config_name(config), "[gpu]", [config] { run_configuration(config); });
+    test::register_test("gpu " + test::config_name(config), "[gpu][logits]", [config] { run_configuration(config); });
   return true;
 }();
 
 }  // namespace
 
-TEST_CASE("gpu: block ids outside the cache in the live range give NaN and never a fault", "[gpu]") {
+TEST_CASE("gpu: block ids outside the cache in the live range give NaN and never a fault", "[gpu][logits]") {
   test::require_gpu();
   ck::LogitsCase c;
   c.config = {2, 64, 128, 64, false, LogitsDType::f32, {}};
@@ -100,7 +100,7 @@ TEST_CASE("gpu: block ids outside the cache in the live range give NaN and never
   require_pass(r);
 }
 
-TEST_CASE("gpu: many requests (B = 1000) with short rows", "[gpu]") {
+TEST_CASE("gpu: many requests (B = 1000) with short rows", "[gpu][logits]") {
   test::require_gpu();
   std::mt19937_64 rng(fresh_seed());
   ck::LogitsCase c;
@@ -112,7 +112,7 @@ TEST_CASE("gpu: many requests (B = 1000) with short rows", "[gpu]") {
   require_pass(ck::run_logits_case(session(), c));
 }
 
-TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths and block tables", "[gpu]") {
+TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths and block tables", "[gpu][logits]") {
   test::require_gpu();
   const auto& cu = driver::api();
   std::mt19937_64 rng(fresh_seed());
@@ -165,7 +165,7 @@ TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths an
   cu.cuGraphDestroy(graph);
 }
 
-TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a clear error", "[gpu]") {
+TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a clear error", "[gpu][logits]") {
   test::require_gpu();
   CUstream stream = session().stream();
   FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
@@ -183,7 +183,7 @@ TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a
 
 // The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 4) on every run of the
 // same inputs: the same logits bytes and the same histogram, 20 times.
-TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu]") {
+TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu][logits]") {
   test::require_gpu();
   std::mt19937_64 rng(fresh_seed());
   for (int next_n : {1, 2, 3, 4}) {
@@ -227,7 +227,7 @@ TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu]
   }
 }
 
-TEST_CASE("gpu: B = 4096 short ragged requests (zeros included) and B = 1 with a long context", "[gpu]") {
+TEST_CASE("gpu: B = 4096 short ragged requests (zeros included) and B = 1 with a long context", "[gpu][logits]") {
   test::require_gpu();
   std::mt19937_64 rng(fresh_seed());
   ck::LogitsCase many;

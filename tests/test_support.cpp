@@ -35,7 +35,10 @@ bool register_test(const std::string& name, const std::string& tags, std::functi
 
 void require_gpu() {
   std::string why;
-  if (driver::available(&why)) return;
+  if (driver::available(&why)) {
+    gpu_session();  // GPU 0's context current on this thread: each test runs on its own
+    return;
+  }
   std::printf("SKIPPED: GPU test needs a CUDA GPU: %s\n", why.c_str());
   std::fflush(stdout);
   std::_Exit(77);

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "driver.hpp"
+#include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
@@ -226,4 +227,77 @@ TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fi
   CHECK(automatic_topk_split(1, 8192, 132, h200) == 2);      // segments of at least 4096 columns
   CHECK(automatic_topk_split(1, 4095, 132, h200) == 1);
   CHECK(automatic_topk_split(1, 131072, 132, Arch{8, 0, false}) == 1);  // no clusters before sm_90
+}
+
+// Sizes and strides a caller can get wrong in ways that used to reach the device: negative dims,
+// negative strides, and products that overflow. rank() rejects them for every tensor of every op.
+TEST_CASE("paged_mqa_logits rejects negative sizes and strides and overflowing extents", "[validation]") {
+  constexpr std::int64_t huge = std::int64_t{1} << 62;
+  expect_error([](Args& a) { a.q.shape[0] = -1; }, "q: expected shape[0] >= 0, got [-1, 2, 64, 128]");
+  expect_error([](Args& a) { a.q.rank = -1; }, "q: expected 4 dimensions, got -1");
+  expect_error([](Args& a) { a.q.rank = 9; }, "q: expected 4 dimensions, got 9");
+  expect_error([](Args& a) { a.kv.shape[0] = -100; }, "kv_cache: expected shape[0] >= 0");
+  expect_error([](Args& a) { a.kv.strides[0] = -8448; }, "kv_cache: expected strides[0] >= 0");
+  expect_error([](Args& a) { a.kv.strides[0] = huge; }, "kv_cache: expected a tensor of at most 2^48 bytes");
+  expect_error([](Args& a) { a.w.shape[1] = -64; }, "weights: expected shape[1] >= 0");
+  expect_error([](Args& a) { a.lens.shape[1] = -2; }, "context_lens: expected shape[1] >= 0");
+  expect_error([](Args& a) { a.table.shape[1] = -10; }, "block_table: expected shape[1] >= 0");
+  expect_error([](Args& a) { a.table.strides[0] = huge; }, "block_table: expected a tensor of at most 2^48 bytes");
+  expect_error([](Args& a) { a.table.shape[1] = std::int64_t{1} << 47; }, "block_table: expected a tensor of at most 2^48 bytes");
+  expect_error([](Args& a) { a.logits.shape[1] = -640; }, "logits: expected shape[1] >= 0");
+  expect_error([](Args& a) { a.logits.strides[0] = -640; }, "logits: expected strides[0] >= 0");
+  expect_error([](Args& a) { a.logits.strides[0] = huge; }, "logits: expected a tensor of at most 2^48 bytes");
+  expect_error([](Args& a) { a.logits.shape[1] = std::int64_t{1} << 31; a.logits.strides[0] = a.logits.shape[1]; },
+               "logits: expected a width in 0..2^31-65");
+  Args a;
+  PagedMqaLogitsOptions o;
+  o.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {-8, 1024});
+  CHECK_THROWS_WITH(paged_mqa_logits(a.q, a.kv, a.w, a.lens, a.table, a.logits, nullptr, o),
+                    Contains("paged_mqa_logits: histogram: expected shape[0] >= 0"));
+  o = {};
+  o.variant = static_cast<PagedMqaLogitsVariant>(9);
+  CHECK_THROWS_WITH(paged_mqa_logits(a.q, a.kv, a.w, a.lens, a.table, a.logits, nullptr, o),
+                    Contains("paged_mqa_logits: options.variant: expected automatic, portable or sm90, got 9"));
+}
+
+TEST_CASE("topk rejects negative sizes and strides and overflowing extents", "[validation]") {
+  constexpr std::int64_t huge = std::int64_t{1} << 62;
+  expect_topk_error([](TopkArgs& a) { a.logits.shape[0] = -6; }, "logits: expected shape[0] >= 0");
+  expect_topk_error([](TopkArgs& a) { a.logits.strides[0] = huge; }, "logits: expected a tensor of at most 2^48 bytes");
+  // [-2, -3] multiplies to the 6 rows: the dims themselves must be checked, not only their product.
+  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {-2, -3}); },
+                    "lengths: expected shape[0] >= 0, got [-2, -3]");
+  expect_topk_error([](TopkArgs& a) { a.indices.shape[1] = -512; }, "indices: expected shape[1] >= 0");
+  // A negative workspace size once passed as a huge size_t.
+  expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = -1; }, "workspace: expected shape[0] >= 0, got [-1]");
+  expect_topk_error([](TopkArgs& a) { a.options.values = TensorView::contiguous(fake(0x70000), DType::f32, {6, -512}); },
+                    "values: expected shape[1] >= 0");
+  expect_topk_error([](TopkArgs& a) { a.options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {6, 1024}).with_strides({huge, 1}); },
+                    "histogram: expected a tensor of at most 2^48 bytes");
+  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, -100}); },
+                    "block_table: expected shape[1] >= 0");
+  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({-100, 1}); },
+                    "block_table: expected strides[0] >= 0");
+}
+
+TEST_CASE("warm functions and DecodePlan name a bad configuration before they need a GPU", "[validation]") {
+  PagedMqaLogitsConfig c;
+  c.heads = 48;
+  CHECK_THROWS_WITH(warm_paged_mqa_logits(c), Contains("expected heads in {16, 32, 64}, got 48"));
+  c = {};
+  c.next_n = 0;
+  CHECK_THROWS_WITH(warm_paged_mqa_logits(c), Contains("expected next_n in 1..8, got 0"));
+  c = {};
+  c.variant = static_cast<PagedMqaLogitsVariant>(5);
+  CHECK_THROWS_WITH(warm_paged_mqa_logits(c), Contains("config.variant: expected automatic, portable or sm90, got 5"));
+  TopkConfig t;
+  t.split = 3;
+  CHECK_THROWS_WITH(warm_topk(t), Contains("expected split 1, 2, 4 or 8, got 3"));
+  CHECK_THROWS_WITH(warm_topk(static_cast<LogitsDType>(7)), Contains("warm_topk: logits: expected f32, f16 or bf16, got 7"));
+  CHECK_THROWS_WITH(DecodePlan({-1, 1, 64, 128, 2048, LogitsDType::f16, 1000}), Contains("config.max_batch"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 0, LogitsDType::f16, 1000}), Contains("config.k"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, -5}), Contains("config.max_context"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, std::int64_t{1} << 40}), Contains("config.max_context"));
+  CHECK_THROWS_WITH(DecodePlan({1, 0, 64, 128, 2048, LogitsDType::f16, 1000}), Contains("next_n in 1..8"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 96, 2048, LogitsDType::f16, 1000}), Contains("head_dim in {64, 128}"));
 }

@@ -76,6 +76,7 @@ struct TensorView {
     return n;
   }
   bool is_contiguous() const {
+    if (numel() == 0) return true;  // as in PyTorch: an empty view has no layout to get wrong
     std::int64_t stride = 1;
     for (int d = rank - 1; d >= 0; --d) {
       if (shape[d] != 1 && strides[d] != stride) return false;
