@@ -1,6 +1,7 @@
 #include "disk_cache.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -28,6 +29,30 @@ namespace flash_indexer {
 namespace {
 
 constexpr const char* kTempPrefix = ".tmp-";
+constexpr const char* kLockPrefix = ".lock-";
+
+// An exclusive flock held for the object's lifetime; not held (and no error) when the file cannot be
+// created, e.g. in a read-only directory, where nothing is published anyway.
+class EntryLock {
+ public:
+  explicit EntryLock(const fs::path& path) : fd_(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) return;
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        ::close(fd_);
+        fd_ = -1;
+        return;
+      }
+  }
+  ~EntryLock() {
+    if (fd_ >= 0) ::close(fd_);  // releases the lock
+  }
+  EntryLock(const EntryLock&) = delete;
+  EntryLock& operator=(const EntryLock&) = delete;
+
+ private:
+  int fd_;
+};
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
@@ -198,6 +223,8 @@ DiskCache current_disk_cache() { return DiskCache(cache_directory()); }
 
 std::string DiskCache::entry_name(const KernelSpec& spec) const { return spec.key + "." + hash_key(spec); }
 
+fs::path DiskCache::lock_path(const KernelSpec& spec) const { return root_ / (kLockPrefix + entry_name(spec)); }
+
 CachedCubin DiskCache::get_or_compile(const KernelSpec& spec) const {
   const std::string hash = hash_key(spec);
   const fs::path final_dir = root_ / (spec.key + "." + hash);
@@ -218,6 +245,18 @@ CachedCubin DiskCache::get_or_compile(const KernelSpec& spec) const {
     throw Error(fmt::format("FLASH_INDEXER_JIT=off and kernel {} is not in the cache {} (warm it with: "
                             "flash-indexer warm --arch {} --cache-dir {})",
                             spec.key, root_.string(), spec.arch.name(), root_.string()));
+
+  // One compiler per entry across processes: wait for the lock, then look again.
+  fs::create_directories(root_, ec);
+  const EntryLock lock(root_ / (kLockPrefix + spec.key + "." + hash));
+  if (fs::exists(final_dir, ec)) {
+    std::string problem;
+    if (load_entry(final_dir, result, problem)) {
+      result.outcome = CacheOutcome::hit;
+      return result;
+    }
+    remove_entry_dir(final_dir);
+  }
 
   CompiledKernel compiled = compile_kernel(spec);
   result.meta = make_meta(spec, compiled, hash);
@@ -297,8 +336,13 @@ std::size_t DiskCache::clear() const {
   std::size_t removed = 0;
   std::error_code ec;
   std::vector<fs::path> dirs;
-  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec))
+  std::vector<fs::path> locks;
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec)) {
     if (it->is_directory(ec)) dirs.push_back(it->path());
+    else if (it->path().filename().string().starts_with(kLockPrefix)) locks.push_back(it->path());
+  }
+  // A lock removed while held only costs a second compile of that entry (both publish the same bytes).
+  for (const fs::path& lock : locks) fs::remove(lock, ec);
   for (const fs::path& dir : dirs) {
     const bool temp = dir.filename().string().starts_with(kTempPrefix);
     fs::remove_all(dir, ec);

@@ -10,6 +10,11 @@
 // every embedded header it includes, NVRTC version, every NVRTC option). An entry is built in a private
 // <root>/.tmp-* directory and renamed into place; the loser of a race discards its copy and uses the
 // winner's. A corrupt entry is removed (with a warning) and rebuilt.
+//
+// Concurrent first use (the ranks of one server starting together): a miss takes an exclusive flock on
+// <root>/.lock-<entry name> before compiling, and looks again once it holds it, so each kernel is
+// compiled once and the others load it. The kernel drops a flock when its holder exits or is killed,
+// so a dead compiler never blocks the others.
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -53,11 +58,15 @@ class DiskCache {
   // With FLASH_INDEXER_JIT=off a miss throws Error naming the configuration.
   CachedCubin get_or_compile(const KernelSpec& spec) const;
 
+  // The lock file a miss of `spec` holds while it compiles.
+  std::filesystem::path lock_path(const KernelSpec& spec) const;
+
   // Removes spec's entry (a CUBIN the driver refused to load) with a warning saying why.
   void discard(const KernelSpec& spec, const std::string& why) const;
 
   std::vector<CacheEntryInfo> entries() const;
-  // Removes every entry and leftover temporary directory; returns how many entries were removed.
+  // Removes every entry, leftover temporary directory and lock file; returns how many entries were
+  // removed.
   std::size_t clear() const;
 
  private:

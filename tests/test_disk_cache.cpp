@@ -2,6 +2,13 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -9,6 +16,7 @@
 #include "disk_cache.hpp"
 #include "flash_indexer/jit.hpp"
 #include "paged_mqa_logits_kernel.hpp"
+#include "topk_kernel.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -21,11 +29,34 @@ KernelSpec small_spec(LogitsDType out = LogitsDType::f32) {
   return paged_mqa_logits_kernel_spec({1, 16, 64, 64, false, out, Arch{9, 0, true}});
 }
 
-// Entry directories and temporary leftovers under a cache root.
+// Entry directories and temporary leftovers under a cache root (lock files are not counted).
 std::pair<int, int> count_dirs(const fs::path& root) {
   int entries = 0, temps = 0;
-  for (const auto& e : fs::directory_iterator(root)) (e.path().filename().string().starts_with(".tmp-") ? temps : entries)++;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.is_directory()) (e.path().filename().string().starts_with(".tmp-") ? temps : entries)++;
   return {entries, temps};
+}
+
+std::string read_text(const fs::path& file) {
+  std::ifstream in(file);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The number after `label` in a warm summary ("warm: 3 kernels for sm_90a: 1 hits, 2 compiled, ...").
+int summary_count(const std::string& text, const std::string& label) {
+  const std::size_t at = text.find(" " + label + ",");
+  if (at == std::string::npos) return -1;
+  const std::size_t start = text.rfind(' ', at - 1) + 1;
+  return std::stoi(text.substr(start, at - start));
+}
+
+// True while some process holds the flock on `path`.
+bool lock_is_held(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  ::close(fd);
+  return held;
 }
 
 void overwrite(const fs::path& file, const std::string& text) { std::ofstream(file, std::ios::binary | std::ios::trunc) << text; }
@@ -143,10 +174,11 @@ TEST_CASE("the cache directory comes from the override then FLASH_INDEXER_CACHE_
   set_cache_directory({});
 }
 
-TEST_CASE("clear removes entries and leftover temporaries", "[cache]") {
+TEST_CASE("clear removes entries, leftover temporaries and lock files", "[cache]") {
   test::TempDir dir;
   const DiskCache cache(dir.path());
   cache.get_or_compile(small_spec());
+  CHECK(fs::exists(cache.lock_path(small_spec())));
   fs::create_directory(dir.path() / ".tmp-leftover");
   CHECK(cache.entries().size() == 1);
   CHECK(cache.clear() == 1);
@@ -166,12 +198,14 @@ TEST_CASE("four processes warming one empty directory at once all succeed with i
                           manifest.string(), cache_dir.string(), dir.path().string(), i);
   script += "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail";
   CHECK(test::run_command("bash -c '" + script + "'") == 0);
+  int compiles = 0;
   for (int i = 0; i < 4; ++i) {
-    std::ifstream out(dir.path() / fmt::format("out{}", i));
-    const std::string text((std::istreambuf_iterator<char>(out)), {});
+    const std::string text = read_text(dir.path() / fmt::format("out{}", i));
     INFO(text);
     CHECK_THAT(text, Contains("3 kernels for sm_90a") && Contains("0 failed"));
+    compiles += summary_count(text, "compiled");
   }
+  CHECK(compiles == 3);  // each kernel compiled once; the other processes waited and loaded it
   CHECK(count_dirs(cache_dir) == std::make_pair(3, 0));
   // Every entry reads back valid: a fresh lookup of each is a hit.
   const DiskCache cache(cache_dir);
@@ -179,4 +213,73 @@ TEST_CASE("four processes warming one empty directory at once all succeed with i
     const auto config = PagedMqaLogitsConfig::parse_key(e.meta["key"].get<std::string>());
     CHECK(cache.get_or_compile(paged_mqa_logits_kernel_spec(config)).outcome == CacheOutcome::hit);
   }
+}
+
+TEST_CASE("eight processes warming one manifest into one empty directory compile each kernel once", "[cache][cli]") {
+  test::TempDir dir;
+  const fs::path manifest = dir.path() / "manifest.json";
+  overwrite(manifest, R"({"kernels": ["paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8",
+                                      "paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f16.kv-fp8",
+                                      "paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-bf16.kv-fp8",
+                                      "paged_mqa_logits.portable.n2.h16.d64.bs64.hist1.out-f32.kv-fp8"]})");
+  const fs::path cache_dir = dir.path() / "cache";
+  std::string script;
+  for (int i = 0; i < 8; ++i)
+    script += fmt::format("{} warm --arch sm_90a --jobs 1 --manifest {} --cache-dir {} > {}/out{} 2>&1 & ",
+                          test::cli_path().string(), manifest.string(), cache_dir.string(), dir.path().string(), i);
+  script += "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail";
+  CHECK(test::run_command("bash -c '" + script + "'") == 0);
+  int compiles = 0, hits = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string text = read_text(dir.path() / fmt::format("out{}", i));
+    INFO(text);
+    CHECK_THAT(text, Contains("4 kernels for sm_90a") && Contains("0 failed"));
+    compiles += summary_count(text, "compiled");
+    hits += summary_count(text, "hits");
+  }
+  CHECK(compiles == 4);
+  CHECK(hits == 8 * 4 - 4);
+  CHECK(count_dirs(cache_dir) == std::make_pair(4, 0));
+}
+
+TEST_CASE("a compiler killed while it holds an entry's lock does not block the process waiting for it", "[cache][cli]") {
+  test::TempDir dir;
+  const KernelSpec spec = topk_kernel_spec({LogitsDType::f32, Arch{9, 0, true}, 8});  // a compile of seconds
+  const fs::path manifest = dir.path() / "manifest.json";
+  overwrite(manifest, fmt::format(R"({{"kernels": ["{}"]}})", spec.key));
+  const fs::path cache_dir = dir.path() / "cache";
+  const DiskCache cache(cache_dir);
+  const std::string cli = test::cli_path().string();
+  // The first process (the CLI itself, no shell between) takes the lock and compiles.
+  const pid_t first = ::fork();
+  REQUIRE(first >= 0);
+  if (first == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, 1);
+    ::dup2(null, 2);
+    ::execl(cli.c_str(), cli.c_str(), "warm", "--jobs", "1", "--manifest", manifest.c_str(), "--cache-dir",
+            cache_dir.c_str(), static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!lock_is_held(cache.lock_path(spec)) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  REQUIRE(lock_is_held(cache.lock_path(spec)));
+  // A second process starts and waits on the lock; the first is killed mid-compile.
+  std::string text;
+  std::thread second([&] {
+    test::run_command(fmt::format("{} warm --jobs 1 --manifest {} --cache-dir {}", cli, manifest.string(),
+                                  cache_dir.string()),
+                      &text);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ::kill(first, SIGKILL);
+  int status = 0;
+  ::waitpid(first, &status, 0);
+  CHECK(WIFSIGNALED(status));  // killed, not finished
+  second.join();
+  INFO(text);
+  CHECK_THAT(text, Contains("0 hits, 1 compiled, 0 failed"));  // the waiter compiled it itself
+  CHECK(cache.get_or_compile(spec).outcome == CacheOutcome::hit);
+  CHECK(count_dirs(cache_dir).first == 1);
 }
