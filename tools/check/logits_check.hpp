@@ -25,6 +25,8 @@ struct LogitsCase {
   // Small integers for q and k, weights in steps of 1/8, power-of-two scales: every FP32 sum is exact,
   // so the GPU logits equal the reference bit for bit (and ties are frequent).
   bool exact_values = false;
+  // Weights of both signs and magnitudes 2^-4..2^7 instead of N(0, 1/H).
+  bool wide_weights = false;
   std::uint64_t seed = 1;
 };
 
@@ -68,7 +70,21 @@ struct Comparison {
   double diff = 0.0;                // 1 - 2Σxy/Σ(x²+y²) over live, finite logits
   std::int64_t checked = 0;         // live logits compared
   double worst_error = 0.0;         // max |GPU - reference rounded| / magnitude (see compare_logits)
+  // FP32 logits beyond FP32 rounding: max |GPU - reference| / (FP32 rounding + tensor_core_bound), how
+  // close the worst logit comes to the model's bound.
+  double worst_bound_fraction = 0.0;
 };
+
+// The FP8 tensor core's accumulation as probed on the H200 (tests/test_gpu_precision.cpp): in each
+// k-slice of 32, the 32 products and the incoming accumulator are aligned to the largest of them and
+// each one's magnitude cut (toward zero) to kMmaKeptBits bits below the largest one's leading bit before
+// they are summed; so each addend loses less than 2^-kMmaKeptBits of the largest.
+inline constexpr int kMmaKeptBits = 13;
+inline constexpr int kMmaSliceAddends = 33;
+
+// The error bound of that model for logit (r, s): sum over heads of |w| * sum over k-slices of
+// kMmaSliceAddends * 2^-kMmaKeptBits * (largest addend of the slice), times the key scale.
+double tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t r, std::int64_t s);
 
 // Compares downloaded logits (raw bytes, row stride in.logits_stride) with the reference.
 Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
