@@ -346,7 +346,11 @@ __device__ void write_output(const TopkParams& p, int r, const void* row, int ab
     indices[position] = output_index(p, r, column);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }
-  if (threadIdx.x < kTopkReportInts) p.report[static_cast<long long>(r) * kTopkReportInts + threadIdx.x] = report[threadIdx.x];
+  if (threadIdx.x == 0) {  // one thread, constant indices: the report stays in registers
+    int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
+#pragma unroll
+    for (int i = 0; i < kTopkReportInts; ++i) out[i] = report[i];
+  }
 }
 
 }  // namespace kernels

@@ -225,12 +225,9 @@ __device__ void topk_split(const TopkParams& p) {
 
   // Calls body(tile, base) for each tile of the segment, in order (CTA-uniform: it may hold barriers).
   auto for_each_tile = [&](auto&& body) {
-    if (resident) {
-      if (begin < end) body(tile, begin);
-      return;
-    }
-    for (int base = begin; base < end; base += Tile::kSize) {  // the same registers, streamed
-      tile.load(row, base, end, aligned);
+#pragma unroll 1
+    for (int base = begin; base < end; base += Tile::kSize) {  // a resident tile: one iteration, no load
+      if (!resident) tile.load(row, base, end, aligned);         // the same registers, streamed
       body(tile, base);
     }
   };
@@ -251,14 +248,6 @@ __device__ void topk_split(const TopkParams& p) {
       __syncthreads();
       return sm.row_hist;
     }
-  };
-
-  // Counts the row's coarse bins (summed over the cluster) and finds T.
-  auto count_row = [&]() -> Threshold {
-    for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
-    __syncthreads();
-    for_each_tile([&](const Tile& t, int) { t.count(sm); });
-    return find_coarse_threshold(cluster_counts(kCoarseBins), k, sm);
   };
 
   // The select pass for the key interval `bounds`: this CTA's counts in `local`, the cluster's in the
@@ -299,36 +288,52 @@ __device__ void topk_split(const TopkParams& p) {
     }
   };
 
+  // One loop, so that each pass over the row (count, select, digit count) is emitted once: the code of
+  // this kernel runs once per row, and its size is instruction-cache misses and compile time.
+  //   - with a histogram given, select with its threshold; if the pass does not add up to what the
+  //     histogram promised (2 in the report), count the row here and select again;
+  //   - a threshold bin too big for the candidate buffer is narrowed by the 256-digit counts of its keys,
+  //     summed over the cluster, and selected again, until the candidates fit or share one key. Every
+  //     CTA rescans only its own segment (from registers when it holds one tile).
   // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
-  int histogram_use = 0;
-  Threshold t;
-  KeyBounds bounds;
-  SelectRun total;
-  if (p.histogram != nullptr) {
-    histogram_use = 1;
-    t = find_coarse_threshold(p.histogram + static_cast<long long>(r) * kCoarseBins, k, sm);
-    if (!t.negative) {
+  int histogram_use = p.histogram != nullptr ? 1 : 0;
+  const int* counts = histogram_use == 1 ? p.histogram + static_cast<long long>(r) * kCoarseBins : nullptr;
+  Threshold t{};
+  KeyBounds bounds{};
+  SelectRun total{};
+  int row_passes = 0;
+  bool need_threshold = true;
+#pragma unroll 1
+  for (;;) {
+    if (need_threshold) {
+      if (counts == nullptr) {
+        for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
+        __syncthreads();
+        for_each_tile([&](const Tile& tl, int) { tl.count(sm); });
+        counts = cluster_counts(kCoarseBins);
+      }
+      t = find_coarse_threshold(counts, k, sm);
+      if (t.negative) {  // only a given histogram can hold a negative count
+        histogram_use = 2;
+        counts = nullptr;
+        continue;
+      }
       bounds = key_bounds_of<In>(t.bin, sm);
-      total = select_row(bounds);
+      need_threshold = false;
+    }
+    total = select_row(bounds);
+    if (histogram_use == 1 && row_passes == 0) {
       const bool adds_up = total.valid == t.total && total.above == t.above &&
                            (t.bin == kCoarseBins || total.candidates == t.count);
-      if (!adds_up) histogram_use = 2;
-    } else {
-      histogram_use = 2;
+      if (!adds_up) {
+        histogram_use = 2;
+        counts = nullptr;
+        need_threshold = true;
+        continue;
+      }
     }
-  }
-  if (histogram_use != 1) {
-    t = count_row();
-    bounds = key_bounds_of<In>(t.bin, sm);
-    total = select_row(bounds);
-  }
-  // Now total.above == t.above < k (or every selectable column is above, when t.bin == 1024).
-
-  // A threshold bin too big for the candidate buffer: narrow the key interval by the 256-digit counts of
-  // its keys, summed over the cluster, and select again, until the candidates fit or share one key.
-  // Every CTA rescans only its own segment (from registers when it holds one tile).
-  int row_passes = 0;
-  while (total.candidates > kTopkCandidates && bounds.above - bounds.candidate > 1) {
+    // Now total.above == t.above < k (or every selectable column is above, when t.bin == 1024).
+    if (total.candidates <= kTopkCandidates || bounds.above - bounds.candidate <= 1) break;
     const unsigned int span = bounds.above - 1u - bounds.candidate;
     const int shift = max(0, 32 - __clz(static_cast<int>(span)) - 8);
     for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
@@ -336,10 +341,10 @@ __device__ void topk_split(const TopkParams& p) {
     for_each_tile([&](const Tile& tl, int) { tl.count_digits(bounds, shift, sm); });
     int digit, digit_above;
     find_digit(k - total.above, cluster_counts(256), sm, digit, digit_above);
-    const unsigned long long upper = static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
+    const unsigned long long upper =
+        static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
     bounds.candidate += static_cast<unsigned int>(digit) << shift;
     bounds.above = static_cast<unsigned int>(min(upper, static_cast<unsigned long long>(bounds.above)));
-    total = select_row(bounds);
     row_passes += 2;
   }
   // Past the buffer, every candidate has the same key: the first ones by column are the winners, and the

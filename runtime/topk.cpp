@@ -93,7 +93,7 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"topk_split.cuh\"\n"
-      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, 1) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
       "  flash_indexer::kernels::topk_split<flash_indexer::kernels::LogitsOut::{in}, {split}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
