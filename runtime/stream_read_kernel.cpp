@@ -23,4 +23,21 @@ KernelSpec stream_read_kernel_spec(const Arch& arch) {
   return spec;
 }
 
+KernelSpec spin_wait_kernel_spec(const Arch& arch) {
+  KernelSpec spec;
+  spec.key = "probe.spin_wait." + arch.name();
+  spec.arch = arch;
+  spec.entry = "fi_probe_spin_wait";
+  spec.threads = 32;
+  spec.source = fmt::format(
+      "// {}\n"
+      "#include \"spin_wait.cuh\"\n"
+      "extern \"C\" __global__ void {}(const unsigned long long ns) {{\n"
+      "  flash_indexer::kernels::spin_wait(ns);\n"
+      "}}\n",
+      spec.key, spec.entry);
+  spec.config = {{"kind", "probe"}, {"variant", "spin_wait"}, {"arch", arch.name()}};
+  return spec;
+}
+
 }  // namespace flash_indexer

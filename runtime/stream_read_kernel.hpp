@@ -1,5 +1,6 @@
 #pragma once
-// The streaming-read probe the benchmarks measure the memory bandwidth with (kernels/stream_read.cuh).
+// The benchmarks' probes: the streaming read they measure the memory bandwidth with
+// (kernels/stream_read.cuh), and a spin wait they queue their timed replays behind.
 #include "flash_indexer/arch.hpp"
 #include "kernel_spec.hpp"
 
@@ -7,5 +8,9 @@ namespace flash_indexer {
 
 // Key "probe.stream_read.<arch>".
 KernelSpec stream_read_kernel_spec(const Arch& arch);
+
+// The benchmarks' other probe (kernels/spin_wait.cuh): one thread that spins for a given number of
+// nanoseconds. Key "probe.spin_wait.<arch>".
+KernelSpec spin_wait_kernel_spec(const Arch& arch);
 
 }  // namespace flash_indexer

@@ -96,7 +96,8 @@ per case. Exits 1 if any case fails.
                                [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
                                [--compare portable] [--json FILE]
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
-                               [--ragged LIST] [--split LIST] [--replays N] [--json FILE]
+                               [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
+                               [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
 
@@ -124,6 +125,9 @@ topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microse
   --k LIST           default 512,1024,2048
   --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
   --split LIST       CTAs per row: 0 (the automatic choice, default), 1, 2, 4, 8
+  --input LIST       relu (indexer-like rows, default) and/or randn (standard normal: the peers' rows)
+  --width W          logits width (row stride) for every cell, >= L: one graph captured at the maximum
+                     context and replayed with live lengths L (default: the width is L)
 
 decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k), and the logits kernel
 alone: the top-k share is the difference; the KV floor is KV bytes / read bandwidth.
@@ -530,6 +534,17 @@ int cmd_bench_topk(const Args& args) {
   if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
   if (auto v = args.value("--ragged")) o.ragged = parse_flags("--ragged", *v);
   if (auto v = args.value("--split")) o.splits = parse_int_list("--split", *v, 0);
+  if (auto v = args.value("--input")) {
+    o.inputs.clear();
+    for (std::size_t start = 0; start <= v->size();) {
+      const std::size_t comma = std::min(v->find(',', start), v->size());
+      const std::string name = v->substr(start, comma - start);
+      if (name != "relu" && name != "randn") throw UsageError(fmt::format("--input expects relu and/or randn, got '{}'", name));
+      o.inputs.push_back(name);
+      start = comma + 1;
+    }
+  }
+  o.width = args.int_value("--width", 0, 0);
   for (int split : o.splits)
     if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
       throw UsageError(fmt::format("--split expects 0, 1, 2, 4 or 8, got {}", split));
@@ -540,14 +555,16 @@ int cmd_bench_topk(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%5s %7s %5s %4s %4s %6s %5s %9s %8s %6s\n", "rows", "L", "k", "in", "hist", "ragged", "split", "us", "GB/s",
-              "BW%");
+  std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %9s %8s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
+              "ragged", "split", "us", "GB/s", "BW%");
   nlohmann::json json = nlohmann::json::array();
   bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
-    std::printf("%5d %7d %5d %4s %4d %6d %5s %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.k, fi::logits_name(r.dtype),
-                r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.us, r.gbps, 100 * r.bandwidth_fraction);
+    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.width, r.input.c_str(), r.k,
+                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.us, r.gbps,
+                100 * r.bandwidth_fraction);
     std::fflush(stdout);
-    json.push_back({{"rows", r.rows}, {"length", r.length}, {"k", r.k}, {"logits", fi::logits_name(r.dtype)},
+    json.push_back({{"rows", r.rows}, {"length", r.length}, {"width", r.width}, {"input", r.input}, {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)},
                     {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"us", r.us}, {"bytes", r.bytes},
                     {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth}});
   });
@@ -694,7 +711,7 @@ int main(int argc, char** argv) {
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
     if (command == "bench")
       flags = {"--cold-l2"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
-                                       "--compare", "--json", "--rows", "--k", "--ragged", "--split"};
+                                       "--compare", "--json", "--rows", "--k", "--ragged", "--split", "--input", "--width"};
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);

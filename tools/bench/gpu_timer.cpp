@@ -5,7 +5,7 @@
 
 #include "../../kernels/stream_read_params.cuh"
 #include "kernel_registry.hpp"
-#include "stream_read_kernel.hpp"
+#include "stream_read_kernel.hpp"  // both probes
 
 namespace flash_indexer::bench {
 
@@ -26,24 +26,36 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
   }
   FI_CU(cuStreamEndCapture, "bench", stream, &graph);
   FI_CU(cuGraphInstantiate, "bench", &exec, graph, 0);
-  CUevent start = nullptr, stop = nullptr;
-  FI_CU(cuEventCreate, "bench", &start, CU_EVENT_DEFAULT);
-  FI_CU(cuEventCreate, "bench", &stop, CU_EVENT_DEFAULT);
-  std::vector<float> times;
-  for (int i = -3; i < replays; ++i) {
+  for (int i = 0; i < 3; ++i) FI_CU(cuGraphLaunch, "bench", exec, stream);  // warm-up
+  gpu.synchronize();
+  // Every replay queued behind a spin wait long enough for the host to enqueue them all: each event
+  // pair then brackets GPU time only, not the host's launch latency.
+  static const LoadedKernel spin = load_kernel(spin_wait_kernel_spec(current_device_arch()));
+  unsigned long long wait_ns = 2'000'000ull + 30'000ull * static_cast<unsigned long long>(replays);
+  void* spin_args[] = {&wait_ns};
+  std::vector<CUevent> starts(replays), stops(replays);
+  for (int i = 0; i < replays; ++i) {
+    FI_CU(cuEventCreate, "bench", &starts[i], CU_EVENT_DEFAULT);
+    FI_CU(cuEventCreate, "bench", &stops[i], CU_EVENT_DEFAULT);
+  }
+  launch_kernel(spin, 1, 1, 1, stream, spin_args);
+  for (int i = 0; i < replays; ++i) {
     if (flush != nullptr)
       FI_CU(cuMemsetD8Async, "bench", reinterpret_cast<CUdeviceptr>(flush->data()), static_cast<unsigned char>(i & 0xff),
             flush->bytes(), stream);
-    FI_CU(cuEventRecord, "bench", start, stream);
+    FI_CU(cuEventRecord, "bench", starts[i], stream);
     FI_CU(cuGraphLaunch, "bench", exec, stream);
-    FI_CU(cuEventRecord, "bench", stop, stream);
-    FI_CU(cuEventSynchronize, "bench", stop);
-    float ms = 0;
-    FI_CU(cuEventElapsedTime, "bench", &ms, start, stop);
-    if (i >= 0) times.push_back(ms);
+    FI_CU(cuEventRecord, "bench", stops[i], stream);
   }
-  cu.cuEventDestroy(start);
-  cu.cuEventDestroy(stop);
+  gpu.synchronize();
+  std::vector<float> times;
+  for (int i = 0; i < replays; ++i) {
+    float ms = 0;
+    FI_CU(cuEventElapsedTime, "bench", &ms, starts[i], stops[i]);
+    times.push_back(ms);
+    cu.cuEventDestroy(starts[i]);
+    cu.cuEventDestroy(stops[i]);
+  }
   cu.cuGraphExecDestroy(exec);
   cu.cuGraphDestroy(graph);
   std::sort(times.begin(), times.end());

@@ -14,8 +14,9 @@ struct GraphTiming {
 };
 
 // Captures `enqueue(stream)` once into a CUDA graph and replays it `replays` times (after 3 untimed
-// warm-up replays), each between two events. With `flush`, a memset over it runs before each replay,
-// outside the timed window, so every replay starts with a cold L2.
+// warm-up replays), each between two events, all queued behind a GPU spin wait so that the events
+// measure GPU time, not host launch gaps (as the peers' benchmark does). With `flush`, a memset over it
+// runs before each replay, outside the timed window, so every replay starts with a cold L2.
 GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream)>& enqueue, int replays,
                        check::DeviceBuffer* flush = nullptr);
 

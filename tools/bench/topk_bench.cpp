@@ -18,64 +18,71 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
   std::vector<TopkBenchRow> out;
   for (int rows : o.rows) {
     for (int length : o.lengths) {
+      const int width = std::max(o.width, length);
       for (int ragged : o.ragged) {
-        for (LogitsDType dtype : o.dtypes) {
-          // Scores like an indexer's: a ReLU-weighted sum, many near zero, a heavy upper tail.
-          std::vector<std::int64_t> lens(rows);
-          std::uniform_int_distribution<int> len_dist(ragged ? length / 2 : length, length);
-          for (auto& l : lens) l = len_dist(rng);
-          const std::size_t count = static_cast<std::size_t>(rows) * length;
-          const std::size_t element = dtype == LogitsDType::f32 ? 4 : 2;
-          std::vector<std::uint8_t> bytes(count * element);
-          std::vector<double> stored(any_histogram ? count : 0);
-          std::normal_distribution<float> normal(0.0f, 1.0f);
-          for (std::size_t i = 0; i < count; ++i) {
-            const float x = std::max(normal(rng), 0.0f) * 3.0f + 0.25f * normal(rng);
-            if (dtype == LogitsDType::f32) {
-              std::memcpy(bytes.data() + i * 4, &x, 4);
-            } else {
-              const std::uint16_t h =
-                  dtype == LogitsDType::f16 ? reference::float_to_f16_bits(x) : reference::float_to_bf16_bits(x);
-              std::memcpy(bytes.data() + i * 2, &h, 2);
+        for (const std::string& input : o.inputs) {
+          for (LogitsDType dtype : o.dtypes) {
+            std::vector<std::int64_t> lens(rows);
+            std::uniform_int_distribution<int> len_dist(ragged ? length / 2 : length, length);
+            for (auto& l : lens) l = len_dist(rng);
+            const std::size_t count = static_cast<std::size_t>(rows) * width;
+            const std::size_t element = dtype == LogitsDType::f32 ? 4 : 2;
+            std::vector<std::uint8_t> bytes(count * element);  // columns past a row's length: zeros, never read
+            std::vector<double> stored(any_histogram ? count : 0);
+            std::normal_distribution<float> normal(0.0f, 1.0f);
+            const bool relu = input == "relu";
+            for (std::size_t i = 0; i < count; ++i) {
+              if (static_cast<std::int64_t>(i % width) >= lens[i / width]) continue;
+              // relu: scores like an indexer's, a ReLU-weighted sum, many near zero, a heavy upper tail.
+              const float x = relu ? std::max(normal(rng), 0.0f) * 3.0f + 0.25f * normal(rng) : normal(rng);
+              if (dtype == LogitsDType::f32) {
+                std::memcpy(bytes.data() + i * 4, &x, 4);
+              } else {
+                const std::uint16_t h =
+                    dtype == LogitsDType::f16 ? reference::float_to_f16_bits(x) : reference::float_to_bf16_bits(x);
+                std::memcpy(bytes.data() + i * 2, &h, 2);
+              }
+              if (any_histogram) stored[i] = reference::load_logit(dtype, bytes.data(), i);
             }
-            if (any_histogram) stored[i] = reference::load_logit(dtype, bytes.data(), i);
-          }
-          check::DeviceBuffer logits = check::DeviceBuffer::from(bytes);
-          std::vector<std::int32_t> lens32(lens.begin(), lens.end());
-          check::DeviceBuffer lengths = check::DeviceBuffer::from(lens32);
-          std::vector<std::int32_t> hist_host;
-          if (any_histogram) reference::add_coarse_histogram(stored, length, lens, dtype, hist_host);
-          check::DeviceBuffer hist = check::DeviceBuffer::from(hist_host);
-          check::DeviceBuffer indices(static_cast<std::size_t>(rows) * max_k * 4), workspace(topk_workspace_bytes(rows));
-          std::int64_t live = 0;
-          for (auto l : lens) live += l;
-          for (int k : o.ks) {
-            for (int histogram : o.histogram) {
-              for (int split : o.splits) {
-                TopkOptions options;
-                options.split = split;
-                if (histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
-                const auto lv = TensorView::contiguous(logits.data(), tensor_dtype(dtype), {rows, length});
-                const auto nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
-                const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
-                const auto wv =
-                    TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
-                TopkBenchRow r;
-                r.rows = rows;
-                r.length = length;
-                r.k = k;
-                r.dtype = dtype;
-                r.histogram = histogram != 0;
-                r.ragged = ragged != 0;
-                r.split = split != 0 ? split : automatic_topk_split(rows, length, gpu.multiprocessors(), gpu.arch());
-                r.split_name = split != 0 ? std::to_string(split) : "a" + std::to_string(r.split);
-                r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
-                r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
-                          (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
-                r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
-                r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
-                out.push_back(r);
-                if (on_row) on_row(r);
+            check::DeviceBuffer logits = check::DeviceBuffer::from(bytes);
+            std::vector<std::int32_t> lens32(lens.begin(), lens.end());
+            check::DeviceBuffer lengths = check::DeviceBuffer::from(lens32);
+            std::vector<std::int32_t> hist_host;
+            if (any_histogram) reference::add_coarse_histogram(stored, width, lens, dtype, hist_host);
+            check::DeviceBuffer hist = check::DeviceBuffer::from(hist_host);
+            check::DeviceBuffer indices(static_cast<std::size_t>(rows) * max_k * 4), workspace(topk_workspace_bytes(rows));
+            std::int64_t live = 0;
+            for (auto l : lens) live += l;
+            for (int k : o.ks) {
+              for (int histogram : o.histogram) {
+                for (int split : o.splits) {
+                  TopkOptions options;
+                  options.split = split;
+                  if (histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+                  const auto lv = TensorView::contiguous(logits.data(), tensor_dtype(dtype), {rows, width});
+                  const auto nv = TensorView::contiguous(lengths.data(), DType::i32, {rows});
+                  const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
+                  const auto wv =
+                      TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+                  TopkBenchRow r;
+                  r.rows = rows;
+                  r.length = length;
+                  r.k = k;
+                  r.dtype = dtype;
+                  r.histogram = histogram != 0;
+                  r.ragged = ragged != 0;
+                  r.input = input;
+                  r.width = width;
+                  r.split = split != 0 ? split : automatic_topk_split(rows, width, gpu.multiprocessors(), gpu.arch());
+                  r.split_name = split != 0 ? std::to_string(split) : "a" + std::to_string(r.split);
+                  r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
+                  r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
+                            (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
+                  r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
+                  r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
+                  out.push_back(r);
+                  if (on_row) on_row(r);
+                }
               }
             }
           }

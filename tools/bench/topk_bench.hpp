@@ -19,6 +19,12 @@ struct TopkBenchOptions {
   std::vector<int> histogram = {0, 1};
   std::vector<int> ragged = {0, 1};  // 1: lengths uniform in [L/2, L]
   std::vector<int> splits = {0};     // TopkOptions::split (0: automatic)
+  // Row contents: indexer-like (ReLU-weighted scores, max(0, x) * 3 + 0.25 * noise, the default) or
+  // the peers' benchmark rows (standard normal, torch.randn).
+  std::vector<std::string> inputs = {"relu"};
+  // Logits width (row stride) for every cell; 0: the length. A wider buffer with live lengths below
+  // it is how an engine captures one graph at its maximum context and replays it for every step.
+  int width = 0;
   int replays = 50;
   std::uint64_t seed = 1;
 };
@@ -27,6 +33,8 @@ struct TopkBenchRow {
   int rows = 0, length = 0, k = 0;
   LogitsDType dtype = LogitsDType::f32;
   bool histogram = false, ragged = false;
+  std::string input;       // "relu" or "randn"
+  int width = 0;           // the logits width (row stride)
   int split = 0;           // the split used (automatic_topk_split's choice when asked for 0)
   std::string split_name;  // "8", or "a8" for the automatic choice
   double us = 0;
