@@ -79,6 +79,8 @@ void PagedMqaLogitsConfig::check_supported() const {
   if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
   if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
   if (block_size != 64) fail("block_size 64", block_size);
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
   if (variant == PagedMqaLogitsVariant::automatic)
     throw Error(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));

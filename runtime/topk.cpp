@@ -39,6 +39,9 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
 void TopkConfig::check_supported() const {
   if (arch.major < 8)
     throw Error(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    throw Error(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
+                            static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw Error(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
   if (split > 1 && arch.major < 9)

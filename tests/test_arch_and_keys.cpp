@@ -61,7 +61,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split3.in-f32.sm_90a"), Contains("split 1, 2, 4 or 8"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split4.in-f32.sm_80"), Contains("clusters"));
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  CHECK(specs.size() == 288 + 144 + 12 + 1);  // portable, sm90 (next_n <= 4), top-k, bandwidth probe
+  CHECK(specs.size() == 288 + 144 + 12 + 2);  // portable, sm90 (next_n <= 4), top-k, the two bench probes
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);
@@ -69,6 +69,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   }
   CHECK_THROWS_WITH(kernel_spec_for_key("sort.radix.in-f32.sm_90a"), Contains("sort.radix"));
   CHECK(kernel_spec_for_key("probe.stream_read.sm_90a").entry == "fi_probe_stream_read");
+  CHECK(kernel_spec_for_key("probe.spin_wait.sm_90a").entry == "fi_probe_spin_wait");
 }
 
 TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {

@@ -300,4 +300,12 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, std::int64_t{1} << 40}), Contains("config.max_context"));
   CHECK_THROWS_WITH(DecodePlan({1, 0, 64, 128, 2048, LogitsDType::f16, 1000}), Contains("next_n in 1..8"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 96, 2048, LogitsDType::f16, 1000}), Contains("head_dim in {64, 128}"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, static_cast<LogitsDType>(7), 1000}),
+                    Contains("expected logits f32, f16 or bf16, got 7"));
+  c = {};
+  c.logits = static_cast<LogitsDType>(3);
+  CHECK_THROWS_WITH(warm_paged_mqa_logits(c), Contains("expected logits f32, f16 or bf16, got 3"));
+  t = {};
+  t.logits = static_cast<LogitsDType>(3);
+  CHECK_THROWS_WITH(warm_topk(t), Contains("expected logits f32, f16 or bf16, got 3"));
 }
