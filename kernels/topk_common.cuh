@@ -210,16 +210,31 @@ __device__ KeyBounds key_bounds_of(int bin_t, TopkSmem& sm) {
   return k;
 }
 
-// The digit (0..255, larger first) of `counts` (256 digit counts, shared memory) where the running count
-// reaches `need`, and the count of larger digits.
+// The digit (0..kDigits-1, larger first) of `counts` (kDigits digit counts, shared memory) where the
+// running count reaches `need`, and the count of larger digits. Each thread takes kPer consecutive
+// digits in descending order, so one block scan covers up to kPer * kTopkThreads digits.
+template <int kDigits>
 __device__ void find_digit(int need, const int* counts, TopkSmem& sm, int& digit, int& above) {
   using Scan = BlockScan<kTopkThreads>;
-  const int count = threadIdx.x < 256 ? counts[255 - threadIdx.x] : 0;
+  constexpr int kPer = kDigits > kTopkThreads ? kDigits / kTopkThreads : 1;
+  static_assert(kPer * kTopkThreads >= kDigits && kDigits % kPer == 0, "digits per thread");
+  const int first = kDigits - 1 - static_cast<int>(threadIdx.x) * kPer;  // this thread's largest digit
+  int c[kPer];
+  int own = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    c[i] = first - i >= 0 ? counts[first - i] : 0;
+    own += c[i];
+  }
   long long total;
-  const long long before = Scan::exclusive(static_cast<long long>(count), sm.scan, total);
-  if (threadIdx.x < 256 && before < need && need <= before + count) {
-    sm.found[0] = 255 - threadIdx.x;
-    sm.found[1] = before;
+  long long before = Scan::exclusive(static_cast<long long>(own), sm.scan, total);
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (first - i >= 0 && before < need && need <= before + c[i]) {
+      sm.found[0] = first - i;
+      sm.found[1] = before;
+    }
+    before += c[i];
   }
   __syncthreads();
   digit = static_cast<int>(sm.found[0]);
@@ -241,39 +256,46 @@ __device__ unsigned int candidate_key_spread(TopkSmem& sm, int size, unsigned in
 
 // Chooses `need` of the first `size` (1..kTopkCandidates) candidates in shared memory (largest keys;
 // equal keys by ascending position, which is ascending column) and writes them in candidate order to
-// sm.out[first ...]. The rounds start at the highest digit in which the candidates differ (one round,
-// or none, for the typical FP16 bin; two or three for FP32).
+// sm.out[first ...]. The rounds take kRefineBits-bit digits, starting at the highest key bit in which
+// the candidates differ: one round (or none) for the typical FP16 bin, two for FP32 (a coarse bin's
+// FP32 keys differ in their low 19-20 bits). A last round that would pass bit 0 is moved down to end
+// at bit 0; the bits it repeats are equal in every candidate still in the running.
+constexpr int kRefineBits = 10;  // 1024 digits: sm.hist
+__device__ __forceinline__ unsigned int high_bits_mask(int from) {  // bits from..31
+  return from >= 32 ? 0u : ~((1u << from) - 1u);
+}
 __device__ void refine(int size, int need, int first, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
   constexpr int kPer = kTopkCandidates / kTopkThreads;  // the whole buffer in one chunk
+  constexpr int kDigits = 1 << kRefineBits;
+  static_assert(kDigits <= kCoarseBins, "the digit counts live in sm.hist");
   const unsigned int first_key = sm.candidate_key[0];
   const unsigned int spread = candidate_key_spread(sm, size, first_key);
-  unsigned int prefix = first_key, mask = ~0u;
-  int top_shift = -8;  // spread 0: every candidate has the same key
-  if (spread != 0) {
-    top_shift = ((31 - __clz(spread)) / 8) * 8;
-    mask = top_shift + 8 >= 32 ? 0u : ~((1u << (top_shift + 8)) - 1u);
-    prefix = first_key & mask;
-  }
+  // -1: every candidate has the same key, nothing to refine.
+  int shift = spread == 0 ? -1 : max(0, 31 - __clz(spread) - (kRefineBits - 1));
+  unsigned int mask = spread == 0 ? ~0u : high_bits_mask(shift + kRefineBits);
+  unsigned int prefix = first_key & mask;
   int ties = need;  // how many of the keys equal to `prefix` are still to be taken
 #pragma unroll 1
-  for (int shift = top_shift; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
+  while (shift >= 0) {
+    for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       const int i = threadIdx.x * kPer + e;
       if (i < size) {
         const unsigned int key = sm.candidate_key[i];
-        if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & 0xffu], 1);
+        if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & (kDigits - 1u)], 1);
       }
     }
     __syncthreads();
     int digit, above;
-    find_digit(ties, sm.hist, sm, digit, above);
+    find_digit<kDigits>(ties, sm.hist, sm, digit, above);
     ties -= above;
-    prefix |= static_cast<unsigned int>(digit) << shift;
-    mask |= 0xffu << shift;
+    const unsigned int digit_mask = (kDigits - 1u) << shift;
+    prefix = (prefix & ~digit_mask) | (static_cast<unsigned int>(digit) << shift);
+    mask |= digit_mask;
+    shift = shift == 0 ? -1 : max(0, shift - kRefineBits);
   }
   // Keys above `prefix` are all taken (need - ties of them); of the keys equal to it, the first `ties`.
   unsigned int keys[kPer];

@@ -19,7 +19,7 @@
 //      digits of its keys, picks the digit where the count reaches k, and selects again with that
 //      narrower key interval; until the candidates fit or share one key. Nothing is ever dropped.
 //   4. The CTAs append their lists to the leader's (rank 0) through distributed shared memory, in
-//      segment order. The leader refines the candidates on the key bits in which they differ, 8 bits
+//      segment order. The leader refines the candidates on the key bits in which they differ, 10 bits
 //      per round, to the exact k-th key; equal keys go to the lower column.
 #include "cluster.cuh"
 #include "topk_common.cuh"
@@ -134,12 +134,11 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   // Counts are packed as above | candidates << 16, unsigned: a tile has at most 32K columns, and a
   // single-bin tile has all 32K in the upper field.
-  unsigned int prefix[kUnroll];
   unsigned int kinds[kUnroll];  // bit e: above; bit 8 + e: candidate
-  unsigned int warp_total = 0;
+  unsigned int prefix[kUnroll];
+  bool any = false;
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    unsigned int mine = 0;
     unsigned int kind = 0;
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
@@ -147,25 +146,33 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
       if (In::is_nan(x)) continue;
       ++run.valid;
       const unsigned int key = In::key(x);
-      if (key >= bounds.above) {
-        kind |= 1u << e;
-        mine += 1;
-      } else if (key >= bounds.candidate) {
-        kind |= 0x100u << e;
-        mine += 0x10000u;
-      }
+      if (key >= bounds.above) kind |= 1u << e;
+      else if (key >= bounds.candidate) kind |= 0x100u << e;
     }
     kinds[u] = kind;
-    unsigned int inclusive = mine;
-    if (__any_sync(0xffffffffu, mine != 0)) {
+    prefix[u] = __popc(kind & 0xffu) | static_cast<unsigned int>(__popc(kind >> 8)) << 16;  // this lane's counts
+    any = any || kind != 0;
+  }
+  // The kUnroll warp scans side by side (independent shuffles in flight), not one after the other.
+  if (__any_sync(0xffffffffu, any)) {
 #pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const unsigned int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-        if (lane >= d) inclusive += y;
-      }
+    for (int d = 1; d < 32; d <<= 1) {
+      unsigned int y[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) y[u] = __shfl_up_sync(0xffffffffu, prefix[u], d);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (lane >= d) prefix[u] += y[u];
     }
-    prefix[u] = warp_total + inclusive - mine;
-    warp_total += __shfl_sync(0xffffffffu, inclusive, 31);
+  }
+  // prefix[u] is now inclusive within vector row u; make it exclusive over (u, lane) in column order.
+  unsigned int warp_total = 0;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const unsigned int row_total = __shfl_sync(0xffffffffu, prefix[u], 31);
+    const unsigned int mine = __popc(kinds[u] & 0xffu) | static_cast<unsigned int>(__popc(kinds[u] >> 8)) << 16;
+    prefix[u] = warp_total + prefix[u] - mine;
+    warp_total += row_total;
   }
   if (lane == 0) sm.warp_runs[parity][warp] = warp_total;
   __syncthreads();
@@ -340,7 +347,7 @@ __device__ void topk_split(const TopkParams& p) {
     __syncthreads();
     for_each_tile([&](const Tile& tl, int) { tl.count_digits(bounds, shift, sm); });
     int digit, digit_above;
-    find_digit(k - total.above, cluster_counts(256), sm, digit, digit_above);
+    find_digit<256>(k - total.above, cluster_counts(256), sm, digit, digit_above);
     const unsigned long long upper =
         static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
     bounds.candidate += static_cast<unsigned int>(digit) << shift;
