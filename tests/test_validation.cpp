@@ -224,7 +224,10 @@ TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fi
   CHECK(automatic_topk_split(25, 131072, 132, h200) == 2);
   CHECK(automatic_topk_split(66, 131072, 132, h200) == 2);   // one wave
   CHECK(automatic_topk_split(67, 131072, 132, h200) == 1);
-  CHECK(automatic_topk_split(1, 8192, 132, h200) == 2);      // segments of at least 4096 columns
+  CHECK(automatic_topk_split(1, 8192, 132, h200) == 1);      // one register tile: one CTA
+  CHECK(automatic_topk_split(1, 16384, 132, h200) == 1);
+  CHECK(automatic_topk_split(1, 16385, 132, h200) == 4);     // segments of at least 4096 columns
+  CHECK(automatic_topk_split(1, 32768, 132, h200) == 8);
   CHECK(automatic_topk_split(1, 4095, 132, h200) == 1);
   CHECK(automatic_topk_split(1, 131072, 132, Arch{8, 0, false}) == 1);  // no clusters before sm_90
 }

@@ -37,8 +37,8 @@ std::vector<int> supported_topk_splits(const Arch& arch);
 
 // The CTAs per row topk() uses when options.split is 0: the largest supported split such that a
 // cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
-// of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row. The
-// crossovers were measured on the H200 (runtime/topk.cpp).
+// of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row; a row of
+// at most 16384 columns stays on one CTA. The crossovers were measured on the H200 (runtime/topk.cpp).
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {
