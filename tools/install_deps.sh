@@ -6,7 +6,7 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-  cmake g++ make libfmt-dev nlohmann-json3-dev catch2 libxxhash-dev >/dev/null
+  cmake g++ make pkg-config libfmt-dev nlohmann-json3-dev catch2 libxxhash-dev >/dev/null
 if ! ls /usr/local/cuda/include/nvrtc.h >/dev/null 2>&1 && ! command -v nvcc >/dev/null; then
   echo "install_deps: the CUDA toolkit (NVRTC) was not found at /usr/local/cuda; install CUDA 13" >&2
   exit 1
