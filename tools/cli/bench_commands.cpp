@@ -1,0 +1,169 @@
+// flash-indexer bench logits | topk | decode.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "decode_bench.hpp"
+#include "driver.hpp"
+#include "flash_indexer/topk.hpp"
+#include "gpu_timer.hpp"
+#include "kernel_key.hpp"
+#include "logits_bench.hpp"
+#include "topk_bench.hpp"
+
+namespace flash_indexer::cli {
+namespace {
+
+// GPU 0 and its measured read bandwidth, or nullopt (after saying why) without a GPU.
+struct BenchGpu {
+  fi::check::GpuSession gpu;
+  double bandwidth = 0;
+};
+std::unique_ptr<BenchGpu> open_bench_gpu(const std::string& what) {
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "bench needs a GPU: %s\n", why.c_str());
+    return nullptr;
+  }
+  auto b = std::make_unique<BenchGpu>();
+  b->bandwidth = fi::bench::measure_read_bandwidth(b->gpu);
+  std::printf("flash-indexer bench %s on %s: streaming read %.0f GB/s\n", what.c_str(), b->gpu.device_name().c_str(),
+              b->bandwidth / 1e9);
+  return b;
+}
+
+}  // namespace
+
+int cmd_bench_topk(const Args& args) {
+  namespace bn = fi::bench;
+  bn::TopkBenchOptions o;
+  if (auto v = args.value("--rows")) o.rows = parse_int_list("--rows", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--k")) o.ks = parse_int_list("--k", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--ragged")) o.ragged = parse_flags("--ragged", *v);
+  if (auto v = args.value("--split")) o.splits = parse_int_list("--split", *v, 0);
+  if (auto v = args.value("--input")) {
+    o.inputs = split_list(*v);
+    for (const std::string& name : o.inputs)
+      if (name != "relu" && name != "randn") throw UsageError(fmt::format("--input expects relu and/or randn, got '{}'", name));
+  }
+  o.width = args.int_value("--width", 0, 0);
+  for (int split : o.splits)
+    if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
+      throw UsageError(fmt::format("--split expects 0, 1, 2, 4 or 8, got {}", split));
+  o.replays = args.int_value("--replays", o.replays, 1);
+  for (int k : o.ks)
+    if (k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects values in 1..{}, got {}", fi::kMaxTopk, k));
+  const auto bench_gpu = open_bench_gpu("topk");
+  if (!bench_gpu) return 1;
+  auto& gpu = bench_gpu->gpu;
+  const double bandwidth = bench_gpu->bandwidth;
+  std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %9s %8s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
+              "ragged", "split", "us", "GB/s", "BW%");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
+    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %9.2f %8.0f %5.1f%%\n", r.rows, r.length, r.width, r.input.c_str(), r.k,
+                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.us, r.gbps,
+                100 * r.bandwidth_fraction);
+    std::fflush(stdout);
+    json.push_back({{"rows", r.rows}, {"length", r.length}, {"width", r.width}, {"input", r.input}, {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)},
+                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"us", r.us}, {"bytes", r.bytes},
+                    {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
+int cmd_bench_decode(const Args& args) {
+  namespace bn = fi::bench;
+  bn::DecodeBenchOptions o;
+  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  o.k = args.int_value("--k", o.k, 1);
+  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.replays = args.int_value("--replays", o.replays, 1);
+  const auto bench_gpu = open_bench_gpu("decode");
+  if (!bench_gpu) return 1;
+  auto& gpu = bench_gpu->gpu;
+  const double bandwidth = bench_gpu->bandwidth;
+  std::printf("%3s %3s %5s %7s %4s %4s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "us", "logits_us",
+              "topk_us", "kv_floor", "x_kv");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
+    std::printf("%3d %3d %5d %7d %4s %4d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
+                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us, r.kv_floor_us,
+                r.us / r.kv_floor_us);
+    std::fflush(stdout);
+    json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"us", r.us},
+                    {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
+                    {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
+int cmd_bench(const std::string& what, const Args& args) {
+  namespace bn = fi::bench;
+  if (what != "logits" && what != "topk" && what != "decode")
+    throw UsageError(fmt::format("expected 'bench logits', 'bench topk' or 'bench decode', got '{}'", what));
+  if (what == "topk") return cmd_bench_topk(args);
+  if (what == "decode") return cmd_bench_decode(args);
+  bn::LogitsBenchOptions o;
+  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  o.replays = args.int_value("--replays", o.replays, 1);
+  o.cold_l2 = args.has("--cold-l2");
+  if (auto v = args.value("--compare")) {
+    if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
+    o.compare_portable = true;
+  }
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "bench needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  fi::check::GpuSession gpu;
+  const double bandwidth = bn::measure_read_bandwidth(gpu);
+  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s\n",
+              gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "");
+  std::printf("%5s %7s %3s %3s %4s %4s %9s %9s %8s %6s %7s %8s %6s%s\n", "B", "L", "n", "H", "hist", "out", "us",
+              "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
+    const char* out = fi::logits_name(r.dtype);
+    std::printf("%5d %7d %3d %3d %4d %4s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
+                r.heads, r.histogram ? 1 : 0, out, r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction, r.tflops,
+                r.bytes / 1e6, r.us / r.floor_us);
+    if (o.compare_portable) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
+    std::printf("\n");
+    std::fflush(stdout);
+    json.push_back({{"batch", r.batch}, {"length", r.length}, {"next_n", r.next_n}, {"heads", r.heads},
+                    {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kernel", r.kernel},
+                    {"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops}, {"gbps", r.gbps},
+                    {"bandwidth_fraction", r.bandwidth_fraction}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
+                    {"portable_us", r.portable_us}, {"read_bandwidth", bandwidth}});
+  });
+  if (auto path = args.value("--json")) {
+    std::ofstream(*path) << json.dump(2) << "\n";
+    std::printf("wrote %s\n", path->c_str());
+  }
+  return 0;
+}
+
+}  // namespace flash_indexer::cli

@@ -1,0 +1,114 @@
+// flash-indexer check and recall: the kernels on GPU 0 against the CPU reference.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "commands.hpp"
+#include "driver.hpp"
+#include "flash_indexer/topk.hpp"
+#include "logits_check.hpp"
+#include "recall.hpp"
+#include "topk_check.hpp"
+
+namespace flash_indexer::cli {
+
+int cmd_check(const Args& args) {
+  namespace ck = fi::check;
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "check needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  ck::GpuSession gpu;
+  std::vector<ck::LogitsCase> cases;
+  std::uint64_t seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  auto add = [&](int next_n, int heads, int dim, fi::LogitsDType out, std::vector<int> lens, bool lens_2d) {
+    ck::LogitsCase c;
+    c.config = {next_n, heads, dim, 64, false, out, {}};
+    c.lengths = std::move(lens);
+    c.lens_2d = lens_2d;
+    c.seed = seed++;
+    cases.push_back(std::move(c));
+  };
+  using L = fi::LogitsDType;
+  add(1, 64, 128, L::f32, {0, 1, 63, 64, 65, 1000}, false);
+  add(2, 64, 128, L::f16, {4096, 100, 0, 1, 777, 64, 65, 5}, true);
+  add(4, 32, 128, L::bf16, {2000, 70}, false);
+  add(2, 64, 128, L::f16, {3000, 2999, 10, 0}, true);
+  cases.back().config.histogram = true;  // also checks the counts, doubling and bitwise-equal logits
+  if (!args.has("--quick")) {
+    add(3, 16, 64, L::f32, {130, 2, 900}, false);
+    add(1, 64, 128, L::f16, std::vector<int>(8, 8192), false);
+    add(2, 32, 128, L::bf16, {8000, 1, 64, 65}, true);
+    add(1, 32, 64, L::bf16, {5000, 64, 1}, false);
+    cases.back().config.histogram = true;
+    add(3, 64, 128, L::f32, {9000, 100}, false);
+    cases.back().config.histogram = true;
+  }
+  std::printf("flash-indexer check on %s (GPU 0)\n", gpu.device_name().c_str());
+  std::printf("%-70s %8s %12s %12s %s\n", "case", "logits", "diff", "worst/mag", "result");
+  int failed = 0;
+  for (const auto& c : cases) {
+    const ck::Comparison r = ck::run_logits_case(gpu, c);
+    std::printf("%-70s %8lld %12.3g %12.3g %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), r.diff,
+                r.worst_error, r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  std::vector<ck::TopkCase> topk_cases;
+  for (L dtype : {L::f32, L::f16, L::bf16}) {
+    for (int k : {512, 2048}) {
+      ck::TopkCase c;
+      c.dtype = dtype;
+      c.k = k;
+      c.rows = ck::adversarial_rows(k);
+      c.histogram = k == 2048 ? ck::HistogramMode::exact : ck::HistogramMode::none;
+      c.sorted = k == 512;
+      c.runs = 3;
+      c.seed = seed++;
+      if (!args.has("--quick") || (dtype == L::f16 && k == 2048)) topk_cases.push_back(std::move(c));
+    }
+  }
+  std::printf("%-70s %8s %12s %12s %s\n", "top-k case", "selected", "", "", "result");
+  for (const auto& c : topk_cases) {
+    const ck::TopkComparison r = ck::run_topk_case(gpu, c);
+    std::printf("%-70s %8lld %12s %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.selected), "", "",
+                r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  std::printf("%zu cases, %d failed\n", cases.size() + topk_cases.size(), failed);
+  return failed == 0 ? 0 : 1;
+}
+
+int cmd_recall(const Args& args) {
+  namespace ck = fi::check;
+  ck::RecallOptions o;
+  o.k = args.int_value("--k", o.k, 1);
+  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.heads = args.int_value("--heads", o.heads, 1);
+  if (o.heads != 16 && o.heads != 32 && o.heads != 64) throw UsageError(fmt::format("--heads expects 16, 32 or 64, got {}", o.heads));
+  o.rows = args.int_value("--rows", o.rows, 1);
+  o.seed = static_cast<std::uint64_t>(args.int_value("--seed", 1, 0));
+  if (auto l = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *l);
+  std::string why;
+  if (!fi::driver::available(&why)) {
+    std::fprintf(stderr, "recall needs a GPU: %s\n", why.c_str());
+    return 1;
+  }
+  ck::GpuSession gpu;
+  std::printf("flash-indexer recall on %s: k = %d, H = %d, D = %d, %d rows per length, seed %llu\n",
+              gpu.device_name().c_str(), o.k, o.heads, o.head_dim, o.rows, static_cast<unsigned long long>(o.seed));
+  std::printf("%-8s %-6s %10s %10s %10s %14s %12s\n", "length", "logits", "mean", "median", "worst", "changed/row", "max changed");
+  for (const auto& s : ck::measure_recall(gpu, o))
+    std::printf("%-8d %-6s %9.3f%% %9.3f%% %9.3f%% %14.2f %12d\n", s.length, s.dtype == fi::LogitsDType::f16 ? "FP16" : "BF16",
+                100 * s.mean, 100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
+  return 0;
+}
+
+}  // namespace flash_indexer::cli

@@ -1,0 +1,114 @@
+#include "usage.hpp"
+
+namespace flash_indexer::cli {
+
+const char* const kMainUsage = R"(usage: flash-indexer <command> [options]
+
+The kernel cache and the kernels of FlashIndexer (paged MQA logits and top-k selection of the
+DeepSeek Sparse Attention indexer), from the command line.
+
+commands:
+  warm    compile and cache a set of kernel configurations (works without a GPU with --arch)
+  list    list the cached kernels
+  clear   remove every cached kernel
+  info    NVRTC and driver versions, GPUs, cache directory and size
+  check   run the kernels on the GPU against the CPU reference and print a table
+  recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
+  bench   benchmark on the GPU: bench logits | bench topk | bench decode
+
+Run 'flash-indexer <command> --help' for the options of a command.
+)";
+
+const std::map<std::string, std::string> kUsages = {
+    {"warm", R"(usage: flash-indexer warm [--arch ARCH] [--manifest FILE.json] [--jobs N] [--cache-dir DIR]
+
+Compiles every configuration of the manifest (default: every configuration the library supports) for
+ARCH and stores it in the cache. Entries already cached are hits and are not compiled again.
+
+  --arch ARCH        target such as sm_90a (H100/H200), sm_80, sm_86, sm_89; default: the GPU present
+  --manifest FILE    JSON {"kernels": ["paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp8",
+                     "topk.split1.in-f16", ...]}
+                     (keys without the arch take ARCH; keys ending in an arch keep theirs)
+  --jobs N           parallel compiles (default: the number of CPUs)
+  --cache-dir DIR    cache directory (default: FLASH_INDEXER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
+)"},
+    {"list", R"(usage: flash-indexer list [--json] [--cache-dir DIR]
+
+Lists the cached kernels: key, arch, size, registers, spill bytes, compile milliseconds.
+
+  --json             one JSON array on stdout (each entry's meta.json, without the ptxas log)
+  --cache-dir DIR    cache directory
+)"},
+    {"clear", R"(usage: flash-indexer clear [--cache-dir DIR]
+
+Removes every cached kernel (and leftover temporary directories).
+)"},
+    {"info", R"(usage: flash-indexer info [--cache-dir DIR]
+
+Prints the NVRTC and driver versions, the GPUs present, the cache directory, its entry count and size.
+)"},
+    {"check", R"(usage: flash-indexer check [--quick]
+
+Runs the paged MQA logits kernel (with and without the fused histogram) and the top-k selector on
+fresh random inputs on GPU 0, compares each result with the CPU reference and prints one table row
+per case. Exits 1 if any case fails.
+
+  --quick            a few small cases instead of the full table
+)"},
+    {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
+                               [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
+                               [--compare portable] [--json FILE]
+       flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
+                               [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
+                               [--json FILE]
+       flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
+                               [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
+
+Everything is timed with CUDA events around CUDA-graph replays (the median), next to the read
+bandwidth a streaming-read kernel reaches in the same run.
+
+logits: paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 4), lengths
+uniform in [0.7, 1.3] L, KV blocks drawn shuffled from a pool larger than L2. Per cell: microseconds,
+bytes moved (KV blocks with scales, logits written, q, weights, block table), GB/s and the fraction of
+the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s).
+  --batch LIST       batch sizes (default 1,8,32,64,128)
+  --lengths LIST     context lengths L (default 8192,32768,65536,131072; topk: ...,262144)
+  --next-n LIST      default 1,2,3,4 (decode: 1,2,4)
+  --heads LIST       default 32,64 (D = 128)
+  --hist LIST        0 and/or 1 (default 0,1): the fused histogram / the histogram given to top-k
+  --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
+  --replays N        timed replays per cell (default 50; decode 30)
+  --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
+  --compare portable also time the portable kernel and print the speed-up
+  --json FILE        write every row as JSON
+
+topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
+(live logits + indices + histogram) per second.
+  --rows LIST        default 1,4,8,32,64,128,512
+  --k LIST           default 512,1024,2048
+  --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
+  --split LIST       CTAs per row: 0 (the automatic choice, default), 1, 2, 4, 8
+  --input LIST       relu (indexer-like rows, default) and/or randn (standard normal: the peers' rows)
+  --width W          logits width (row stride) for every cell, >= L: one graph captured at the maximum
+                     context and replayed with live lengths L (default: the width is L)
+
+decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k), and the logits kernel
+alone: the top-k share is the difference; the KV floor is KV bytes / read bandwidth.
+  --k K              default 2048
+)"},
+    {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
+
+On synthetic indexer inputs (FP8 q and k from N(0, 4), per-head weights of mixed sign, next_n = 1),
+computes the logits as FP32, FP16 and BF16 with the fused histogram, selects the exact top-k of each,
+and prints the recall of the FP32 set per context length: mean, median, worst row, and the number of
+indices per row that differ.
+
+  --k K              top-k size (default 2048)
+  --heads H          16, 32 or 64 (default 64)
+  --rows N           requests per length (default 16)
+  --lengths LIST     context lengths (default 8192,32768,65536,131072)
+  --seed S           input seed (default 1)
+)"},
+};
+
+}  // namespace flash_indexer::cli
