@@ -36,6 +36,17 @@ std::unique_ptr<BenchGpu> open_bench_gpu(const std::string& what) {
   return b;
 }
 
+// The options bench logits and bench decode share: the decode shapes they sweep.
+template <class Options>
+void apply_shape_options(const Args& args, Options& o) {
+  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
+  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+}
+
 }  // namespace
 
 int cmd_bench_topk(const Args& args) {
@@ -84,12 +95,7 @@ int cmd_bench_topk(const Args& args) {
 int cmd_bench_decode(const Args& args) {
   namespace bn = fi::bench;
   bn::DecodeBenchOptions o;
-  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
-  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
-  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
-  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
-  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
-  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  apply_shape_options(args, o);
   o.k = args.int_value("--k", o.k, 1);
   if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
   o.replays = args.int_value("--replays", o.replays, 1);
@@ -121,12 +127,7 @@ int cmd_bench(const std::string& what, const Args& args) {
   if (what == "topk") return cmd_bench_topk(args);
   if (what == "decode") return cmd_bench_decode(args);
   bn::LogitsBenchOptions o;
-  if (auto v = args.value("--batch")) o.batches = parse_int_list("--batch", *v);
-  if (auto v = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *v);
-  if (auto v = args.value("--next-n")) o.next_ns = parse_int_list("--next-n", *v);
-  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
-  if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
-  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  apply_shape_options(args, o);
   o.replays = args.int_value("--replays", o.replays, 1);
   o.cold_l2 = args.has("--cold-l2");
   if (auto v = args.value("--compare")) {
