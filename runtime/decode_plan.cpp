@@ -19,7 +19,7 @@ constexpr std::size_t align_up(std::size_t x, std::size_t to) { return (x + to -
 
 void check_config(const DecodePlanConfig& c) {
   auto fail = [](std::string_view field, std::string_view expected, long long got) {
-    throw Error(fmt::format("DecodePlan: config.{}: expected {}, got {}", field, expected, got));
+    throw ArgumentError(fmt::format("DecodePlan: config.{}: expected {}, got {}", field, expected, got));
   };
   if (c.max_batch < 1 || c.max_batch > 65535) fail("max_batch", "1..65535", c.max_batch);
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
@@ -29,7 +29,7 @@ void check_config(const DecodePlanConfig& c) {
   try {
     logits.check_supported();
   } catch (const Error& e) {
-    throw Error(fmt::format("DecodePlan: {}", e.what()));
+    throw ArgumentError(fmt::format("DecodePlan: {}", e.what()));
   }
 }
 
@@ -102,7 +102,7 @@ void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const Tens
                      const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
                      Stream stream) const {
   constexpr std::string_view op = "DecodePlan::run";
-  if (memory_ == 0) throw Error("DecodePlan::run: the plan was moved from");
+  if (memory_ == 0) throw ArgumentError("DecodePlan::run: the plan was moved from");
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
   TensorChecks qc(op, "q", q);
   qc.dtype({DType::fp8_e4m3}).rank({4});

@@ -51,7 +51,7 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") ||
       parts[8] != "kv-fp8")
-    throw Error(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
                             "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
                             key));
   PagedMqaLogitsConfig c;
@@ -61,10 +61,10 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   c.head_dim = parse_int_after(parts[4], "d", key);
   c.block_size = parse_int_after(parts[5], "bs", key);
   const int hist = parse_int_after(parts[6], "hist", key);
-  if (hist != 0 && hist != 1) throw Error(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
+  if (hist != 0 && hist != 1) throw ArgumentError(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
   c.histogram = hist == 1;
   const auto out = parts[7].starts_with("out-") ? logits_from_name(parts[7].substr(4)) : std::nullopt;
-  if (!out) throw Error(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
+  if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
   c.logits = *out;
   c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -73,7 +73,7 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
 
 void PagedMqaLogitsConfig::check_supported() const {
   auto fail = [&](std::string_view what, int got) {
-    throw Error(fmt::format("paged_mqa_logits configuration {}: expected {}, got {}", key(), what, got));
+    throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: expected {}, got {}", key(), what, got));
   };
   if (next_n < 1 || next_n > 8) fail("next_n in 1..8", next_n);
   if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
@@ -83,10 +83,10 @@ void PagedMqaLogitsConfig::check_supported() const {
     fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
   if (variant == PagedMqaLogitsVariant::automatic)
-    throw Error(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
+    throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
   if (variant == PagedMqaLogitsVariant::sm90) {
     if (!(arch.major == 9 && arch.minor == 0 && arch.arch_specific))
-      throw Error(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
+      throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
                               key(), arch.name()));
     if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
   }

@@ -147,7 +147,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   p.fill_masked = options.fill_masked;
   if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
       options.variant != PagedMqaLogitsVariant::sm90)
-    throw Error(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
+    throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
                             static_cast<int>(options.variant)));
   l.config.variant = options.variant;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
@@ -207,7 +207,7 @@ void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
   fields.check_supported();
   if (config.variant != PagedMqaLogitsVariant::automatic && config.variant != PagedMqaLogitsVariant::portable &&
       config.variant != PagedMqaLogitsVariant::sm90)
-    throw Error(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",
+    throw ArgumentError(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",
                             static_cast<int>(config.variant)));
   loaded_kernel(config, nullptr);
 }

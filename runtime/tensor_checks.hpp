@@ -22,7 +22,7 @@ class TensorChecks {
   TensorChecks(std::string_view op, std::string_view name, const TensorView& view) : op_(op), name_(name), v_(view) {}
 
   [[noreturn]] void fail(std::string_view expected, const std::string& got) const {
-    throw Error(fmt::format("{}: {}: expected {}, got {}", op_, name_, expected, got));
+    throw ArgumentError(fmt::format("{}: {}: expected {}, got {}", op_, name_, expected, got));
   }
 
   const TensorChecks& dtype(std::initializer_list<DType> allowed) const {

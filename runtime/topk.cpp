@@ -27,7 +27,7 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
   if (parts.size() != 4 || parts[0] != "topk" || !parts[1].starts_with("split") || !in)
-    throw Error(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
   TopkConfig c;
   c.split = parse_int_after(parts[1], "split", key);
   c.logits = *in;
@@ -38,14 +38,14 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
 
 void TopkConfig::check_supported() const {
   if (arch.major < 8)
-    throw Error(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
+    throw ArgumentError(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
-    throw Error(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
+    throw ArgumentError(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
                             static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8)
-    throw Error(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
+    throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
   if (split > 1 && arch.major < 9)
-    throw Error(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
+    throw ArgumentError(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
                             split, arch.name()));
 }
 

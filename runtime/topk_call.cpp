@@ -44,15 +44,15 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
   l.logits = logits_dtype_of(logits.dtype);
   if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
-    throw Error(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", op, options.split));
+    throw ArgumentError(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", op, options.split));
   if (rows * std::max(options.split, 1) > INT_MAX)
-    throw Error(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
+    throw ArgumentError(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
                             rows, options.split));
 
   TensorChecks lc(op, "lengths", lengths);
   lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
   if (options.next_n < 0 || options.next_n > 64)
-    throw Error(fmt::format("{}: options.next_n: expected 0 (per-row lengths) or 1..64, got {}", op, options.next_n));
+    throw ArgumentError(fmt::format("{}: options.next_n: expected 0 (per-row lengths) or 1..64, got {}", op, options.next_n));
   int lengths_next_n = 0;
   if (lengths.rank == 2) {
     if (options.next_n != 0 && options.next_n != lengths.shape[1])
@@ -131,7 +131,7 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
                                     : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
                                                            one_cta.arch);
   if (split > 1 && one_cta.arch.major < 9)
-    throw Error(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
+    throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
                             split, one_cta.arch.name()));
   TopkLaunch launch;
   launch.kernel = split == 1 ? &one_cta : &loaded_kernel({call.logits, Arch{}, split}, stream);
@@ -162,7 +162,7 @@ void warm_topk(const TopkConfig& config) {
 
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
-    throw Error(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+    throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
   for (int split : supported_topk_splits(current_device_arch())) loaded_kernel({logits, Arch{}, split}, nullptr);
 }
 

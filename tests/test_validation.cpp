@@ -34,6 +34,7 @@ void expect_error(const std::function<void(Args&)>& change, const std::string& t
   Args a;
   change(a);
   CHECK_THROWS_WITH(a.call(), Contains("paged_mqa_logits: ") && Contains(text));
+  CHECK_THROWS_AS(a.call(), ArgumentError);  // the caller's mistake, not a CUDA failure
 }
 
 }  // namespace
@@ -155,6 +156,7 @@ void expect_topk_error(const std::function<void(TopkArgs&)>& change, const std::
   TopkArgs a;
   change(a);
   CHECK_THROWS_WITH(a.call(), Contains("topk: ") && Contains(text));
+  CHECK_THROWS_AS(a.call(), ArgumentError);
 }
 
 }  // namespace
@@ -311,4 +313,6 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   t = {};
   t.logits = static_cast<LogitsDType>(3);
   CHECK_THROWS_WITH(warm_topk(t), Contains("expected logits f32, f16 or bf16, got 3"));
+  CHECK_THROWS_AS(warm_topk(t), ArgumentError);
+  CHECK_THROWS_AS(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), ArgumentError);
 }

@@ -48,7 +48,7 @@ struct TensorView {
 
   // A contiguous (row-major) view.
   static TensorView contiguous(const void* data, DType dtype, std::initializer_list<std::int64_t> shape) {
-    if (shape.size() > kMaxRank) throw Error("TensorView: at most 4 dimensions");
+    if (shape.size() > kMaxRank) throw ArgumentError("TensorView: at most 4 dimensions");
     TensorView v;
     v.data = const_cast<void*>(data);
     v.dtype = dtype;
@@ -64,7 +64,7 @@ struct TensorView {
 
   // The same view with explicit strides (in elements), one per dimension.
   TensorView with_strides(std::initializer_list<std::int64_t> new_strides) const {
-    if (static_cast<int>(new_strides.size()) != rank) throw Error("TensorView::with_strides: one stride per dimension");
+    if (static_cast<int>(new_strides.size()) != rank) throw ArgumentError("TensorView::with_strides: one stride per dimension");
     TensorView v = *this;
     std::copy(new_strides.begin(), new_strides.end(), v.strides.begin());
     return v;
