@@ -1,0 +1,335 @@
+// flash_indexer._flash_indexer: the C++ API for Python (nanobind). Device tensors cross as DLPack
+// arrays (torch, CuPy, JAX: anything nanobind's ndarray accepts), the stream as an integer handle; the
+// CPU reference takes and returns numpy arrays. Bad arguments raise ValueError (ArgumentError in C++),
+// CUDA, NVRTC and cache failures RuntimeError. The Python package (flash_indexer/__init__.py) adds the
+// torch conveniences: the current stream, output allocation, dtype names.
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/jit.hpp"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/reference.hpp"
+#include "flash_indexer/topk.hpp"
+
+namespace nb = nanobind;
+namespace fi = flash_indexer;
+
+namespace {
+
+using AnyArray = nb::ndarray<>;  // any dtype, device and layout: checked here and by the op
+
+const char* device_name(int type) {
+  switch (type) {
+    case nb::device::cpu::value: return "CPU";
+    case nb::device::cuda::value: return "CUDA";
+    case nb::device::cuda_host::value: return "CUDA host (pinned)";
+    case nb::device::cuda_managed::value: return "CUDA managed";
+    default: return "non-CUDA";
+  }
+}
+
+fi::DType dtype_of(const std::string& name, const nb::dlpack::dtype& t) {
+  using Code = nb::dlpack::dtype_code;
+  const auto code = static_cast<Code>(t.code);
+  if (t.lanes == 1) {
+    if (code == Code::Float && t.bits == 32) return fi::DType::f32;
+    if (code == Code::Float && t.bits == 16) return fi::DType::f16;
+    if (code == Code::Bfloat && t.bits == 16) return fi::DType::bf16;
+    if (code == Code::Int && t.bits == 32) return fi::DType::i32;
+    if (code == Code::UInt && t.bits == 8) return fi::DType::u8;
+    if (code == Code::Float8_E4M3FN && t.bits == 8) return fi::DType::fp8_e4m3;
+  }
+  throw fi::ArgumentError(fmt::format("{}: expected float32, float16, bfloat16, int32, uint8 or float8_e4m3fn elements, "
+                                      "got DLPack type code {} with {} bits x {} lanes",
+                                      name, static_cast<int>(t.code), static_cast<int>(t.bits), static_cast<int>(t.lanes)));
+}
+
+// A CUDA array as the op's TensorView (strides in elements, as DLPack gives them).
+fi::TensorView device_view(const std::string& op, const std::string& name, const AnyArray& a) {
+  if (a.device_type() != nb::device::cuda::value)
+    throw fi::ArgumentError(
+        fmt::format("{}: {}: expected a CUDA tensor, got a {} tensor", op, name, device_name(a.device_type())));
+  if (a.ndim() > static_cast<std::size_t>(fi::TensorView::kMaxRank))
+    throw fi::ArgumentError(fmt::format("{}: {}: expected at most 4 dimensions, got {}", op, name, a.ndim()));
+  fi::TensorView v;
+  v.data = a.data();
+  v.dtype = dtype_of(fmt::format("{}: {}", op, name), a.dtype());
+  v.rank = static_cast<int>(a.ndim());
+  for (int d = 0; d < v.rank; ++d) {
+    v.shape[d] = static_cast<std::int64_t>(a.shape(d));
+    v.strides[d] = a.stride(d);
+  }
+  return v;
+}
+
+fi::TensorView optional_view(const std::string& op, const std::string& name, const std::optional<AnyArray>& a) {
+  return a ? device_view(op, name, *a) : fi::TensorView{};
+}
+
+fi::LogitsDType logits_dtype(const std::string& op, const std::string& name) {
+  if (name == "float32" || name == "f32") return fi::LogitsDType::f32;
+  if (name == "float16" || name == "f16") return fi::LogitsDType::f16;
+  if (name == "bfloat16" || name == "bf16") return fi::LogitsDType::bf16;
+  throw fi::ArgumentError(fmt::format("{}: logits dtype: expected float32, float16 or bfloat16, got '{}'", op, name));
+}
+
+fi::PagedMqaLogitsVariant variant_of(const std::string& op, const std::string& name) {
+  if (name == "automatic") return fi::PagedMqaLogitsVariant::automatic;
+  if (name == "portable") return fi::PagedMqaLogitsVariant::portable;
+  if (name == "sm90") return fi::PagedMqaLogitsVariant::sm90;
+  throw fi::ArgumentError(fmt::format("{}: variant: expected automatic, portable or sm90, got '{}'", op, name));
+}
+
+fi::Stream stream_of(std::uintptr_t handle) { return reinterpret_cast<fi::Stream>(handle); }
+
+// A numpy array that owns `values`.
+template <class T>
+nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& values, std::initializer_list<std::size_t> shape) {
+  auto* owned = new std::vector<T>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return nb::ndarray<nb::numpy, T>(owned->data(), shape, owner);
+}
+
+template <class T>
+using HostArray = nb::ndarray<const T, nb::device::cpu, nb::c_contig>;
+
+void bind_reference(nb::module_& m) {
+  nb::module_ r = m.def_submodule(
+      "reference", "The CPU reference of flash_indexer (CONTRACT.md), on numpy arrays: the exact answers the GPU "
+                   "kernels are tested against.");
+  r.def("coarse_bin", [](float x) { return fi::coarse_bin(x); }, nb::arg("x"),
+        "The coarse score bin (0..1023, bin 0 the largest scores) of a float32 score (CONTRACT 3).");
+  r.def(
+      "topk",
+      [](HostArray<float> logits, std::vector<std::int64_t> lengths, int k, bool sorted) {
+        if (logits.ndim() != 2) throw fi::ArgumentError("reference.topk: logits: expected 2 dimensions");
+        if (lengths.size() != logits.shape(0))
+          throw fi::ArgumentError(fmt::format("reference.topk: lengths: expected {} entries (rows), got {}", logits.shape(0),
+                                              lengths.size()));
+        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("reference.topk: k: expected 1..2048, got {}", k));
+        const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
+        std::vector<float> host(logits.data(), logits.data() + logits.size());
+        fi::reference::TopkResult out = fi::reference::topk(host, width, width, lengths, k, sorted);
+        const std::size_t rows = lengths.size();
+        return std::make_tuple(to_numpy(std::move(out.indices), {rows, static_cast<std::size_t>(k)}),
+                               to_numpy(std::move(out.values), {rows, static_cast<std::size_t>(k)}));
+      },
+      nb::arg("logits"), nb::arg("lengths"), nb::arg("k"), nb::kw_only(), nb::arg("sorted") = false,
+      "The exact top-k of each row of a float32 [rows, width] array (CONTRACT 4): returns (indices int32 "
+      "[rows, k], values float32 [rows, k]); -1 / -inf pad rows with fewer than k selectable columns.");
+  r.def(
+      "coarse_histogram",
+      [](HostArray<double> logits, std::vector<std::int64_t> lengths, const std::string& stored) {
+        if (logits.ndim() != 2) throw fi::ArgumentError("reference.coarse_histogram: logits: expected 2 dimensions");
+        if (lengths.size() != logits.shape(0))
+          throw fi::ArgumentError("reference.coarse_histogram: lengths: expected one entry per row");
+        std::vector<double> host(logits.data(), logits.data() + logits.size());
+        std::vector<std::int32_t> hist;
+        fi::reference::add_coarse_histogram(host, static_cast<std::int64_t>(logits.shape(1)), lengths,
+                                             logits_dtype("reference.coarse_histogram", stored), hist);
+        return to_numpy(std::move(hist), {lengths.size(), static_cast<std::size_t>(fi::kCoarseBins)});
+      },
+      nb::arg("logits"), nb::arg("lengths"), nb::arg("stored") = "float32",
+      "The 1024-bin coarse histogram (CONTRACT 3) of each row's live, non-NaN scores, rounded to `stored` "
+      "first: int32 [rows, 1024].");
+  r.def(
+      "paged_mqa_logits",
+      [](HostArray<std::uint8_t> q, HostArray<std::uint8_t> kv_cache, HostArray<float> weights,
+         HostArray<std::int32_t> context_lens, HostArray<std::int32_t> block_table, std::int64_t width) {
+        constexpr const char* op = "reference.paged_mqa_logits";
+        if (q.ndim() != 4) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [B, next_n, H, D]", op));
+        if (kv_cache.ndim() != 4 || kv_cache.shape(1) != 64 || kv_cache.shape(3) != q.shape(3) + 4)
+          throw fi::ArgumentError(fmt::format("{}: kv_cache: expected uint8 [num_blocks, 64, 1, D + 4]", op));
+        if (block_table.ndim() != 2 || block_table.shape(0) != q.shape(0))
+          throw fi::ArgumentError(fmt::format("{}: block_table: expected int32 [B, max_blocks]", op));
+        if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) * q.shape(1) || weights.shape(1) != q.shape(2))
+          throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [B * next_n, H]", op));
+        if (context_lens.ndim() < 1 || context_lens.ndim() > 2 || context_lens.shape(0) != q.shape(0) ||
+            (context_lens.ndim() == 2 && context_lens.shape(1) != q.shape(1)))
+          throw fi::ArgumentError(fmt::format("{}: context_lens: expected int32 [B] or [B, next_n]", op));
+        if (width < 0) throw fi::ArgumentError(fmt::format("{}: width: expected >= 0, got {}", op, width));
+        fi::reference::PagedMqaLogitsInputs in;
+        in.batch = static_cast<int>(q.shape(0));
+        in.next_n = static_cast<int>(q.shape(1));
+        in.heads = static_cast<int>(q.shape(2));
+        in.head_dim = static_cast<int>(q.shape(3));
+        in.block_size = 64;
+        in.num_blocks = static_cast<int>(kv_cache.shape(0));
+        in.kv_block_stride = static_cast<std::int64_t>(64 * kv_cache.shape(3));
+        in.q = q.data();
+        in.kv_cache = kv_cache.data();
+        in.weights = weights.data();
+        in.context_lens = context_lens.data();
+        in.lens_2d = context_lens.ndim() == 2;
+        in.block_table = block_table.data();
+        in.block_table_stride = static_cast<std::int64_t>(block_table.shape(1));
+        in.max_blocks = static_cast<int>(block_table.shape(1));
+        in.width = width;
+        std::vector<double> out = fi::reference::paged_mqa_logits(in);
+        return to_numpy(std::move(out), {static_cast<std::size_t>(in.batch) * in.next_n, static_cast<std::size_t>(width)});
+      },
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+      nb::arg("width"),
+      "The paged MQA logits (CONTRACT 1, 2) in double precision from the raw bytes: q uint8 (FP8 E4M3 bytes) "
+      "[B, next_n, H, D], kv_cache uint8 [num_blocks, 64, 1, D + 4] (contiguous), weights float32 [B * next_n, H], "
+      "context_lens int32 [B] or [B, next_n], block_table int32 [B, max_blocks]. Columns past a row's length "
+      "are -inf; keys without a valid block NaN.");
+}
+
+}  // namespace
+
+NB_MODULE(_flash_indexer, m) {
+  m.doc() = "FlashIndexer: JIT CUDA kernels for the DeepSeek Sparse Attention lightning indexer.";
+  // ArgumentError before Error: nanobind tries translators newest first.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const fi::Error& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+  });
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const fi::ArgumentError& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
+
+  m.def(
+      "paged_mqa_logits",
+      [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray logits,
+         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, const std::string& variant) {
+        constexpr const char* op = "paged_mqa_logits";
+        fi::PagedMqaLogitsOptions o;
+        o.fill_masked = fill_masked;
+        o.histogram = optional_view(op, "histogram", histogram);
+        o.variant = variant_of(op, variant);
+        const fi::TensorView qv = device_view(op, "q", q), kv = device_view(op, "kv_cache", kv_cache),
+                             wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
+                             tv = device_view(op, "block_table", block_table), ov = device_view(op, "logits", logits);
+        nb::gil_scoped_release release;  // the first call of a configuration may compile for seconds
+        fi::paged_mqa_logits(qv, kv, wv, lv, tv, ov, stream_of(stream), o);
+      },
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+      nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
+      nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic",
+      "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
+      "there). Optionally adds the coarse histogram of each row into `histogram` (int32 [rows, 1024]).");
+
+  m.def(
+      "topk",
+      [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
+         int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
+         std::optional<AnyArray> block_table, int split) {
+        constexpr const char* op = "topk";
+        fi::TopkOptions o;
+        o.sorted = sorted;
+        o.next_n = next_n;
+        o.histogram = optional_view(op, "histogram", histogram);
+        o.values = optional_view(op, "values", values);
+        o.block_table = optional_view(op, "block_table", block_table);
+        o.split = split;
+        const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
+                             iv = device_view(op, "indices", indices), wv = device_view(op, "workspace", workspace);
+        nb::gil_scoped_release release;
+        fi::topk(lv, nv, iv, wv, stream_of(stream), o);
+      },
+      nb::arg("logits"), nb::arg("lengths"), nb::arg("indices"), nb::arg("workspace"), nb::kw_only(), nb::arg("stream"),
+      nb::arg("sorted") = false, nb::arg("next_n") = 0, nb::arg("histogram").none() = nb::none(),
+      nb::arg("values").none() = nb::none(), nb::arg("block_table").none() = nb::none(), nb::arg("split") = 0,
+      "Writes the exact top-k column indices of each row into `indices` (int32 [rows, k]) on `stream` (the C++ "
+      "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes.");
+  m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"),
+        "Bytes of top-k workspace for `rows` rows.");
+
+  m.def(
+      "warm_paged_mqa_logits",
+      [](int next_n, int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant) {
+        fi::PagedMqaLogitsConfig c;
+        c.next_n = next_n;
+        c.heads = heads;
+        c.head_dim = head_dim;
+        c.histogram = histogram;
+        c.logits = logits_dtype("warm_paged_mqa_logits", logits);
+        c.variant = variant_of("warm_paged_mqa_logits", variant);
+        nb::gil_scoped_release release;
+        fi::warm_paged_mqa_logits(c);
+      },
+      nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false,
+      nb::arg("logits") = "float32", nb::arg("variant") = "automatic",
+      "Loads (compiling on a cache miss) a logits kernel in the current CUDA context, before graph capture.");
+  m.def(
+      "warm_topk",
+      [](const std::string& logits) {
+        const fi::LogitsDType t = logits_dtype("warm_topk", logits);
+        nb::gil_scoped_release release;
+        fi::warm_topk(t);
+      },
+      nb::arg("logits") = "float32", "Loads every top-k selector topk() may pick for this logits dtype.");
+
+  m.def("cache_directory", [] { return fi::cache_directory().string(); }, "The kernel cache directory in use.");
+  m.def("set_cache_directory", [](const std::string& dir) { fi::set_cache_directory(dir); }, nb::arg("directory"),
+        "Overrides FLASH_INDEXER_CACHE_DIR for this process ('' goes back to the environment).");
+  m.def("jit_enabled", &fi::jit_enabled, "False when FLASH_INDEXER_JIT=off (cache misses are errors).");
+
+  nb::class_<fi::DecodePlan>(m, "DecodePlan",
+                             "The decode indexer in one capturable call: histogram zeroed, logits + histogram, "
+                             "top-k. Create it in the CUDA context (device) it will run in.")
+      .def(
+          "__init__",
+          [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
+             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted) {
+            fi::DecodePlanConfig c;
+            c.max_batch = max_batch;
+            c.next_n = next_n;
+            c.heads = heads;
+            c.head_dim = head_dim;
+            c.k = k;
+            c.logits = logits_dtype("DecodePlan", logits);
+            c.max_context = max_context;
+            c.histogram = histogram;
+            c.physical_slots = physical_slots;
+            c.sorted = sorted;
+            nb::gil_scoped_release release;
+            new (self) fi::DecodePlan(c);
+          },
+          nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
+          nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
+          nb::arg("physical_slots") = false, nb::arg("sorted") = false)
+      .def(
+          "run",
+          [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
+             AnyArray block_table, AnyArray indices, std::uintptr_t stream) {
+            constexpr const char* op = "DecodePlan.run";
+            const fi::TensorView qv = device_view(op, "q", q), kv = device_view(op, "kv_cache", kv_cache),
+                                 wv = device_view(op, "weights", weights),
+                                 lv = device_view(op, "context_lens", context_lens),
+                                 tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
+            nb::gil_scoped_release release;
+            plan.run(qv, kv, wv, lv, tv, iv, stream_of(stream));
+          },
+          nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+          nb::arg("indices"), nb::kw_only(), nb::arg("stream"),
+          "Writes the top-k indices (int32 [B * next_n, k]) of one decode step on `stream`.")
+      .def_prop_ro("width", &fi::DecodePlan::width, "Columns of the plan's logits buffer.")
+      .def_prop_ro("workspace_bytes", &fi::DecodePlan::workspace_bytes, "Device memory the plan holds.")
+      .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })
+      .def_prop_ro("next_n", [](const fi::DecodePlan& p) { return p.config().next_n; })
+      .def_prop_ro("k", [](const fi::DecodePlan& p) { return p.config().k; });
+
+  bind_reference(m);
+}

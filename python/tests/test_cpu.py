@@ -1,0 +1,171 @@
+"""Tests that need no GPU: the package imports, its signatures, argument errors, and the CPU reference
+against plain numpy implementations written here, on fresh random inputs."""
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+import flash_indexer as fi
+
+
+def test_imports_and_exports():
+    assert fi.__version__ == "0.1.0"
+    for name in fi.__all__:
+        assert hasattr(fi, name), name
+    for name in ("paged_mqa_logits", "topk", "warm_paged_mqa_logits", "warm_topk", "current_stream"):
+        assert getattr(fi, name).__doc__
+    for name in ("topk", "coarse_bin", "coarse_histogram", "paged_mqa_logits"):
+        assert getattr(fi.reference, name).__doc__
+
+
+def test_signatures_take_the_stream_as_a_keyword():
+    for fn in (fi.paged_mqa_logits, fi.topk):
+        params = inspect.signature(fn).parameters
+        assert params["stream"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["stream"].default is None
+    assert list(inspect.signature(fi.topk).parameters)[:4] == ["logits", "lengths", "indices", "workspace"]
+
+
+def test_current_stream_takes_ints_and_stream_objects():
+    class FakeStream:
+        cuda_stream = 1234
+
+    assert fi.current_stream(77) == 77
+    assert fi.current_stream(FakeStream()) == 1234
+
+
+def test_cpu_arrays_are_refused_naming_the_argument():
+    logits = np.zeros((2, 300), np.float32)
+    lengths = np.full(2, 300, np.int32)
+    indices = np.zeros((2, 8), np.int32)
+    workspace = np.zeros(fi.topk_workspace_bytes(2), np.uint8)
+    with pytest.raises(ValueError, match="topk: logits: expected a CUDA tensor, got a CPU tensor"):
+        fi.topk(logits, lengths, indices, workspace, stream=0)
+    q = np.zeros((1, 1, 64, 128), np.uint8)
+    with pytest.raises(ValueError, match="paged_mqa_logits: histogram: expected a CUDA tensor"):
+        fi.paged_mqa_logits(q, q, q, q, q, q, stream=0, histogram=np.zeros((1, 1024), np.int32))
+
+
+def test_bad_configurations_raise_value_error():
+    with pytest.raises(ValueError, match="config.k: expected 1..2048, got 4096"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=4096)
+    with pytest.raises(ValueError, match="heads"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=48, head_dim=128, k=2048)
+    with pytest.raises(ValueError, match="logits dtype: expected float32, float16 or bfloat16"):
+        fi.warm_topk("int8")
+    with pytest.raises(ValueError, match="variant: expected automatic, portable or sm90"):
+        fi.warm_paged_mqa_logits(1, 64, 128, variant="fast")
+    with pytest.raises(ValueError, match="expected heads in"):
+        fi.warm_paged_mqa_logits(1, 48, 128)
+
+
+def test_cache_directory_override(tmp_path):
+    before = fi.cache_directory()
+    fi.set_cache_directory(str(tmp_path))
+    try:
+        assert fi.cache_directory() == str(tmp_path)
+    finally:
+        fi.set_cache_directory("")
+    assert fi.cache_directory() == before
+
+
+def numpy_topk(row, length, k):
+    """Columns of the k largest non-NaN scores among the first `length`, ties to the lower column."""
+    live = [(float(row[s]), s) for s in range(min(length, len(row))) if not math.isnan(row[s])]
+    live.sort(key=lambda vs: (-vs[0], vs[1]))
+    return [s for _, s in live[:k]]
+
+
+@pytest.mark.parametrize("sorted_", [False, True])
+def test_reference_topk_matches_numpy(sorted_):
+    rng = np.random.default_rng()
+    rows, width, k = 7, 500, 64
+    logits = rng.standard_normal((rows, width)).astype(np.float32)
+    logits[1, :] = np.round(logits[1, :])          # many ties
+    logits[2, ::3] = np.nan                         # NaN never selected
+    logits[3, :10] = np.inf
+    logits[4, 5] = -0.0
+    lengths = [width, width, width, 40, 0, 63, 1000]  # 0 and past the width included
+    indices, values = fi.reference.topk(logits, lengths, k, sorted=sorted_)
+    assert indices.shape == (rows, k) and indices.dtype == np.int32
+    assert values.dtype == np.float32
+    for r in range(rows):
+        want = numpy_topk(logits[r], lengths[r], k)
+        got = [int(i) for i in indices[r] if i >= 0]
+        assert (sorted(got) if not sorted_ else got) == sorted(want), r
+        assert all(i == -1 for i in indices[r][len(want):])
+        assert np.all(np.isneginf(values[r][len(want):]))
+        for i, v in zip(indices[r][:len(want)], values[r][:len(want)]):
+            assert v == logits[r, i]
+
+
+def test_coarse_bin_is_monotone_and_matches_the_contract():
+    rng = np.random.default_rng()
+    xs = np.concatenate([rng.standard_normal(2000) * 10.0 ** rng.integers(-6, 4, 2000),
+                         [0.0, -0.0, 16.0, 17.0, 222.9, 223.0, 1e30, -1e30, np.inf, -np.inf]]).astype(np.float32)
+    xs.sort()
+    bins = [fi.reference.coarse_bin(float(x)) for x in xs]
+    assert all(a >= b for a, b in zip(bins, bins[1:]))  # a larger score never lands in a larger bin
+    assert fi.reference.coarse_bin(223.0) == 0 and fi.reference.coarse_bin(np.inf) == 0
+    assert fi.reference.coarse_bin(0.0) == 511 and fi.reference.coarse_bin(-0.0) == 511
+    assert fi.reference.coarse_bin(16.0) == 511 - 304 and fi.reference.coarse_bin(17.5) == 511 - 305
+    assert fi.reference.coarse_bin(-np.inf) == 1023
+
+
+def test_coarse_histogram_counts_live_non_nan_scores():
+    rng = np.random.default_rng()
+    logits = rng.standard_normal((3, 257)) * 5
+    logits[0, 7] = np.nan
+    lengths = [257, 100, 0]
+    hist = fi.reference.coarse_histogram(logits, lengths, "float32")
+    assert hist.shape == (3, 1024) and hist.dtype == np.int32
+    assert hist[0].sum() == 256 and hist[1].sum() == 100 and hist[2].sum() == 0
+    for s in range(100):
+        assert hist[1, fi.reference.coarse_bin(float(np.float32(logits[1, s])))] > 0
+
+
+def e4m3_values():
+    """The float value of every FP8 E4M3 byte (0x7f / 0xff: NaN)."""
+    out = np.zeros(256)
+    for b in range(256):
+        e, m = (b >> 3) & 0xF, b & 7
+        if e == 0xF and m == 7:
+            out[b] = np.nan
+            continue
+        mag = m / 8 * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+        out[b] = -mag if b & 0x80 else mag
+    return out
+
+
+def test_reference_paged_mqa_logits_matches_numpy():
+    rng = np.random.default_rng()
+    B, n, H, D, blocks = 2, 2, 16, 64, 6
+    table8 = e4m3_values()
+    finite = np.array([b for b in range(256) if not np.isnan(table8[b])], np.uint8)
+    q = rng.choice(finite, (B, n, H, D)).astype(np.uint8)
+    kv = np.zeros((blocks, 64, 1, D + 4), np.uint8)
+    keys = rng.choice(finite, (blocks, 64, D)).astype(np.uint8)
+    scales = rng.uniform(0.01, 0.1, (blocks, 64)).astype(np.float32)
+    flat = kv.reshape(blocks, -1)
+    flat[:, : 64 * D] = keys.reshape(blocks, -1)
+    flat[:, 64 * D:] = scales.view(np.uint8).reshape(blocks, -1)
+    weights = rng.standard_normal((B * n, H)).astype(np.float32)
+    lens = np.array([130, 64], np.int32)                 # 1-D: token j sees L - n + j + 1 keys
+    table = np.array([[4, 1, 5], [0, 2, 3]], np.int32)
+    width = 192
+    got = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, width)
+    assert got.shape == (B * n, width)
+    for b in range(B):
+        for j in range(n):
+            r = b * n + j
+            length = lens[b] - n + j + 1
+            qf = table8[q[b, j]]                        # [H, D]
+            for s in range(width):
+                if s >= length:
+                    assert np.isneginf(got[r, s])
+                    continue
+                blk = table[b, s // 64]
+                k = table8[keys[blk, s % 64]]
+                want = scales[blk, s % 64] * np.sum(weights[r] * np.maximum(qf @ k, 0.0))
+                assert math.isclose(got[r, s], want, rel_tol=1e-12, abs_tol=1e-12), (r, s)

@@ -1,0 +1,121 @@
+"""GPU tests through torch (skipped without torch and a CUDA device): the ops against the CPU reference
+on fresh random tensors with exact-arithmetic values (small integers, power-of-two scales), so the GPU
+logits equal the reference bit for bit, and a CUDA-graph capture of DecodePlan.run."""
+import math
+
+import numpy as np
+import pytest
+
+import flash_indexer as fi
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+
+def make_paged_inputs(rng, B, n, H, D, lengths, spare_blocks=3):
+    """Exact-arithmetic inputs: q and k in -4..4, weights in steps of 1/8, scales 2^-4..2^-11."""
+    small = np.array([0x00, 0x38, 0x40, 0x44, 0x48, 0xB8, 0xC0, 0xC4, 0xC8], np.uint8)  # 0, +-1, +-2, +-3, +-4
+    need = [(lengths[b] + 63) // 64 for b in range(B)]
+    blocks = sum(need) + spare_blocks
+    max_blocks = max(need) + 1
+    q = rng.choice(small, (B, n, H, D)).astype(np.uint8)
+    kv = np.zeros((blocks, 64, 1, D + 4), np.uint8)
+    flat = kv.reshape(blocks, -1)
+    flat[:, : 64 * D] = rng.choice(small, (blocks, 64 * D))
+    scales = (2.0 ** -rng.integers(4, 12, (blocks, 64))).astype(np.float32)
+    flat[:, 64 * D:] = scales.view(np.uint8).reshape(blocks, -1)
+    weights = (rng.integers(-16, 17, (B * n, H)) / 8).astype(np.float32)
+    pool = rng.permutation(blocks)
+    table = np.full((B, max_blocks), -1, np.int32)
+    at = 0
+    for b in range(B):
+        table[b, : need[b]] = pool[at: at + need[b]]
+        at += need[b]
+    lens = np.array(lengths, np.int32)
+    return q, kv, weights, lens, table
+
+
+def to_cuda(a, dtype=None):
+    t = torch.from_numpy(np.ascontiguousarray(a)).cuda()
+    return t.view(dtype) if dtype is not None else t
+
+
+def reference_topk_sets(logits, lengths, k):
+    idx, _ = fi.reference.topk(logits.astype(np.float32), lengths, k)
+    return [sorted(int(i) for i in row if i >= 0) for row in idx]
+
+
+def test_cpu_tensor_is_refused():
+    logits = torch.zeros(2, 100)
+    with pytest.raises(ValueError, match="logits: expected a CUDA tensor, got a CPU tensor"):
+        fi.topk(logits, torch.zeros(2, dtype=torch.int32), torch.zeros(2, 4, dtype=torch.int32),
+                torch.zeros(64, dtype=torch.uint8))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_topk_equals_the_reference(dtype):
+    rng = np.random.default_rng()
+    rows, width, k = 6, 5000, 512
+    host = rng.standard_normal((rows, width)).astype(np.float32)
+    host[1] = np.round(host[1] * 2)  # ties
+    host[2, ::7] = np.nan
+    lengths = [width, width, width, 0, 513, 4000]
+    logits = torch.from_numpy(host).cuda().to(dtype)
+    stored = logits.float().cpu().numpy()  # the values as stored
+    indices = torch.full((rows, k), 0x7D7D7D7D, dtype=torch.int32, device="cuda")
+    workspace = torch.empty(fi.topk_workspace_bytes(rows), dtype=torch.uint8, device="cuda")
+    fi.topk(logits, torch.tensor(lengths, dtype=torch.int32, device="cuda"), indices, workspace)
+    torch.cuda.synchronize()
+    got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
+    assert got == reference_topk_sets(stored, lengths, k)
+
+
+@pytest.mark.parametrize("logits_dtype", [torch.float32, torch.float16])
+def test_paged_mqa_logits_and_histogram_equal_the_reference(logits_dtype):
+    rng = np.random.default_rng()
+    B, n, H, D = 3, 2, 32, 128
+    lengths = [700, 0, 129]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    width = 768
+    logits = torch.full((B * n, width), float("nan"), dtype=logits_dtype, device="cuda")
+    hist = torch.zeros(B * n, 1024, dtype=torch.int32, device="cuda")
+    fi.paged_mqa_logits(to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens),
+                        to_cuda(table), logits, fill_masked=True, histogram=hist)
+    torch.cuda.synchronize()
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, width)
+    got = logits.float().cpu().numpy().astype(np.float64)
+    want_stored = torch.from_numpy(want).to(logits_dtype).double().numpy()
+    assert np.array_equal(np.isneginf(got), np.isneginf(want_stored))
+    live = ~np.isneginf(want_stored)
+    assert np.array_equal(got[live], want_stored[live])
+    row_lengths = [max(0, lengths[r // n] - n + r % n + 1) for r in range(B * n)]
+    name = "float32" if logits_dtype == torch.float32 else "float16"
+    assert np.array_equal(hist.cpu().numpy(), fi.reference.coarse_histogram(want, row_lengths, name))
+
+
+def test_decode_plan_replays_under_a_cuda_graph():
+    rng = np.random.default_rng()
+    B, n, H, D, k, max_context = 4, 1, 64, 128, 256, 4096
+    plan = fi.DecodePlan(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits=torch.float32,
+                         max_context=max_context)
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, [max_context] * B)
+    tq, tkv, tw = to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights)
+    tlens, ttable = to_cuda(lens), to_cuda(table)
+    indices = torch.empty(B * n, k, dtype=torch.int32, device="cuda")
+    plan.run(tq, tkv, tw, tlens, ttable, indices)  # loads nothing new: the plan warmed its kernels
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        plan.run(tq, tkv, tw, tlens, ttable, indices)
+    for replay in range(3):
+        new_lens = rng.integers(0, max_context + 1, B).astype(np.int32)
+        new_lens[replay] = 0
+        tlens.copy_(torch.from_numpy(new_lens))
+        indices.fill_(0x7D7D7D7D)
+        graph.replay()
+        torch.cuda.synchronize()
+        ref = fi.reference.paged_mqa_logits(q, kv, weights, new_lens, table, plan.width)
+        row_lengths = [int(x) for x in new_lens]
+        want = reference_topk_sets(ref, row_lengths, k)
+        got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
+        assert got == want, replay
+        assert math.isfinite(float(indices.float().sum()))
