@@ -22,10 +22,13 @@ __all__ = [
     "DecodePlan",
     "cache_directory",
     "current_stream",
+    "fp8_paged_mqa_logits",
+    "get_paged_mqa_logits_metadata",
     "jit_enabled",
     "paged_mqa_logits",
     "reference",
     "set_cache_directory",
+    "top_k_per_row_decode",
     "topk",
     "topk_workspace_bytes",
     "warm_paged_mqa_logits",
@@ -99,3 +102,74 @@ class DecodePlan(_ext.DecodePlan):
         Capturable in torch.cuda.graph (the stream defaults to the current torch stream)."""
         super().run(q, kv_cache, weights, context_lens, block_table, indices, stream=current_stream(stream))
         return indices
+
+
+# ---- drop-in replacements for what engines call today (torch tensors) ----------------------------
+
+def _round_up(x, to):
+    return (x + to - 1) // to * to
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_size, num_sms):
+    """DeepGEMM's scheduling-metadata call, for engines that swap the import: FlashIndexer schedules on
+    the device from the lengths, so this returns a placeholder of DeepGEMM's shape (int32 [num_sms + 1,
+    2]) that fp8_paged_mqa_logits accepts and ignores."""
+    import torch
+
+    if block_size != 64:
+        raise ValueError(f"get_paged_mqa_logits_metadata: block_size: expected 64, got {block_size}")
+    return torch.zeros((int(num_sms) + 1, 2), dtype=torch.int32, device=context_lens.device)
+
+
+def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                         clean_logits=False, logits_dtype=None, histogram=None):
+    """DeepGEMM's fp8_paged_mqa_logits: returns new logits [B * next_n, max_context_len] (float32 unless
+    `logits_dtype` says float16 / bfloat16) of q (float8_e4m3fn [B, next_n, H, D]) against the paged FP8
+    cache (uint8 [num_blocks, 64, 1, D + 4]), on the current torch stream. Columns past a row's length
+    are unspecified, or -inf with clean_logits=True. `schedule_meta` is accepted and ignored;
+    `histogram` (int32 [B * next_n, 1024], zeroed by the caller) receives the coarse-bin counts."""
+    import torch
+
+    del schedule_meta  # the kernel schedules itself
+    dtype = torch.float32 if logits_dtype is None else logits_dtype
+    rows = q.shape[0] * q.shape[1]
+    logits = torch.empty((rows, int(max_context_len)), dtype=dtype, device=q.device)
+    paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, fill_masked=clean_logits,
+                     histogram=histogram)
+    return logits
+
+
+_workspaces = {}
+
+
+def _topk_workspace(device, rows):
+    """A top-k workspace per device, grown on demand and reused, so that repeated (and graph-captured)
+    calls do not allocate."""
+    import torch
+
+    key = str(device)
+    need = topk_workspace_bytes(rows)
+    ws = _workspaces.get(key)
+    if ws is None or ws.numel() < need:
+        ws = torch.empty(_round_up(need, 1 << 16), dtype=torch.uint8, device=device)
+        _workspaces[key] = ws
+    return ws
+
+
+def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
+    """vLLM's top_k_per_row_decode: the top_k column indices of each of the first num_rows rows of
+    `logits` (float32; float16 / bfloat16 too) into `indices` (int32 [num_rows, top_k], contiguous), on
+    the current torch stream. seq_lens is [B] (row r = b * next_n + j sees seq_lens[b] - next_n + j + 1
+    columns) or [B, next_n]. Exact and deterministic (ties to the lower column, -1 padding)."""
+    if stride1 != 1:
+        raise ValueError(f"top_k_per_row_decode: stride1: expected 1, got {stride1}")
+    if top_k < 1 or top_k > 2048:
+        raise ValueError(f"top_k_per_row_decode: top_k: expected 1..2048, got {top_k}")
+    if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
+        raise ValueError(f"top_k_per_row_decode: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], "
+                         f"got {list(indices.shape)}")
+    rows = logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))
+    out = indices[:num_rows]
+    topk(rows, seq_lens, out, _topk_workspace(logits.device, num_rows),
+         next_n=next_n if seq_lens.dim() == 1 else 0)
+    return indices

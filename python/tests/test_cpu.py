@@ -169,3 +169,80 @@ def test_reference_paged_mqa_logits_matches_numpy():
                 k = table8[keys[blk, s % 64]]
                 want = scales[blk, s % 64] * np.sum(weights[r] * np.maximum(qf @ k, 0.0))
                 assert math.isclose(got[r, s], want, rel_tol=1e-12, abs_tol=1e-12), (r, s)
+
+
+class FakeTensor:
+    """Just enough of a torch tensor for the drop-in wrappers' argument handling."""
+
+    def __init__(self, shape, device="cuda:0", dtype="float32"):
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)  # torch.empty takes both
+        self.shape, self.device, self.dtype = shape, device, dtype
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return int(np.prod(self.shape))
+
+    def as_strided(self, size, stride):
+        return ("as_strided", tuple(size), tuple(stride))
+
+    def __getitem__(self, index):
+        return ("rows", index)
+
+
+def fake_torch():
+    import types
+
+    def empty(shape, dtype=None, device=None):
+        return FakeTensor(shape, device, dtype)
+
+    return types.SimpleNamespace(float32="float32", float16="float16", int32="int32", uint8="uint8",
+                                 empty=empty, zeros=empty)
+
+
+def test_deepgemm_compatible_logits_allocate_and_pass_through(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    calls = []
+    monkeypatch.setattr(fi, "paged_mqa_logits", lambda *a, **kw: calls.append((a, kw)))
+    q = FakeTensor((3, 2, 64, 128))
+    meta = fi.get_paged_mqa_logits_metadata(FakeTensor((3, 2)), 64, 132)
+    assert meta.shape == (133, 2) and meta.dtype == "int32"
+    hist = FakeTensor((6, 1024), dtype="int32")
+    out = fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 5000, clean_logits=True,
+                                  logits_dtype="float16", histogram=hist)
+    assert out.shape == (6, 5000) and out.dtype == "float16" and out.device == "cuda:0"
+    (args, kw), = calls
+    assert args == (q, "kv", "w", "lens", "table", out)
+    assert kw == {"fill_masked": True, "histogram": hist}
+    out32 = fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 100)
+    assert out32.dtype == "float32" and calls[-1][1]["fill_masked"] is False
+    with pytest.raises(ValueError, match="block_size: expected 64"):
+        fi.get_paged_mqa_logits_metadata(FakeTensor((3, 2)), 32, 132)
+
+
+def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    calls = []
+    monkeypatch.setattr(fi, "topk", lambda *a, **kw: calls.append((a, kw)))
+    logits = FakeTensor((8, 65536))
+    indices = FakeTensor((8, 2048), dtype="int32")
+    seq_lens = FakeTensor((4,), dtype="int32")
+    fi.top_k_per_row_decode(logits, 2, seq_lens, indices, 8, 70000, 1, 2048)
+    (args, kw), = calls
+    assert args[0] == ("as_strided", (8, 65536), (70000, 1))  # stride0 honoured
+    assert args[1] is seq_lens and args[2] == ("rows", slice(None, 8))
+    assert args[3].numel() >= fi.topk_workspace_bytes(8)
+    assert kw == {"next_n": 2}  # 1-D seq_lens: the MTP rule
+    fi.top_k_per_row_decode(logits, 2, FakeTensor((4, 2), dtype="int32"), indices, 8, 65536, 1, 2048)
+    assert calls[-1][1] == {"next_n": 0}  # 2-D: a length per row
+    with pytest.raises(ValueError, match="stride1: expected 1, got 2"):
+        fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 2, 2048)
+    with pytest.raises(ValueError, match="top_k: expected 1..2048, got 4096"):
+        fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 1, 4096)
+    with pytest.raises(ValueError, match="indices: expected"):
+        fi.top_k_per_row_decode(logits, 1, seq_lens, FakeTensor((8, 512)), 8, 65536, 1, 2048)

@@ -119,3 +119,24 @@ def test_decode_plan_replays_under_a_cuda_graph():
         got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
         assert got == want, replay
         assert math.isfinite(float(indices.float().sum()))
+
+
+def test_engine_drop_ins_equal_the_reference():
+    rng = np.random.default_rng()
+    B, n, H, D, k = 2, 2, 64, 128, 128
+    lengths = [1000, 300]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    tq = to_cuda(q, torch.float8_e4m3fn)
+    meta = fi.get_paged_mqa_logits_metadata(to_cuda(lens), 64, torch.cuda.get_device_properties(0).multi_processor_count)
+    logits = fi.fp8_paged_mqa_logits(tq, to_cuda(kv), to_cuda(weights), to_cuda(lens), to_cuda(table), meta, 1024,
+                                      clean_logits=True)
+    torch.cuda.synchronize()
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, 1024)
+    assert logits.shape == (B * n, 1024) and logits.dtype == torch.float32
+    assert np.array_equal(logits.cpu().numpy().astype(np.float64), want.astype(np.float32).astype(np.float64))
+    indices = torch.empty(B * n, k, dtype=torch.int32, device="cuda")
+    fi.top_k_per_row_decode(logits, n, to_cuda(lens), indices, B * n, logits.stride(0), logits.stride(1), k)
+    torch.cuda.synchronize()
+    row_lengths = [lengths[r // n] - n + r % n + 1 for r in range(B * n)]
+    got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
+    assert got == reference_topk_sets(want, row_lengths, k)
