@@ -1,5 +1,5 @@
 // Kernel keys, arch names and codegen are canonical and deterministic.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include "../kernels/paged_mqa_logits_params.cuh"
 #include "disk_cache.hpp"
@@ -11,7 +11,7 @@
 #include "paged_mqa_logits_kernel.hpp"
 
 using namespace flash_indexer;
-using Catch::Matchers::Contains;
+using flash_indexer::test::Contains;
 
 TEST_CASE("arch names parse and print", "[keys]") {
   CHECK(Arch::parse("sm_90a") == Arch{9, 0, true});

@@ -1,5 +1,5 @@
 // The flash-indexer CLI: help, usage errors (exit 2), warm / list / clear / info without a GPU.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 #include <fmt/format.h>
 
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "test_support.hpp"
 
 using namespace flash_indexer;
-using Catch::Matchers::Contains;
+using flash_indexer::test::Contains;
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The coarse bin mapping of CONTRACT section 3 on every boundary, its monotonicity, and the CPU
 // reference histogram.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <bit>
 #include <cmath>

@@ -1,5 +1,5 @@
 // NVRTC compiles every kernel of every op for sm_90a, with no spills and no stack frame (one test each).
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include "kernel_catalog.hpp"
 #include "nvrtc_compiler.hpp"
@@ -30,9 +30,9 @@ const bool registered = [] {
 TEST_CASE("an NVRTC failure carries the kernel key and NVRTC's log", "[compile]") {
   KernelSpec spec = paged_mqa_logits_kernel_spec({1, 16, 64, 64, false, LogitsDType::f32, Arch{9, 0, true}});
   spec.source += "this is not C++;\n";
-  CHECK_THROWS_WITH(compile_kernel(spec), Catch::Matchers::Contains("nvrtcCompileProgram failed") &&
-                                              Catch::Matchers::Contains(spec.key) &&
-                                              Catch::Matchers::Contains("NVRTC log"));
+  CHECK_THROWS_WITH(compile_kernel(spec), flash_indexer::test::Contains("nvrtcCompileProgram failed") &&
+                                              flash_indexer::test::Contains(spec.key) &&
+                                              flash_indexer::test::Contains("NVRTC log"));
 }
 
 TEST_CASE("the ptxas report parser reads registers and smem and spills", "[compile]") {

@@ -1,5 +1,5 @@
 // The disk cache: atomic publish, races, corruption recovery, unwritable directories, JIT off.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 #include <fmt/format.h>
 
 #include <fcntl.h>
@@ -21,7 +21,7 @@
 
 using namespace flash_indexer;
 namespace fs = std::filesystem;
-using Catch::Matchers::Contains;
+using flash_indexer::test::Contains;
 
 namespace {
 

@@ -2,7 +2,7 @@
 // output: against the reference top-k of the reference logits (exact-arithmetic inputs, so the GPU
 // logits equal the reference bit for bit), eagerly and under CUDA-graph replay with new lengths and
 // block tables.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -148,8 +148,8 @@ TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block ta
 }
 
 TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[plan]") {
-  CHECK_THROWS_WITH(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("config.max_batch"));
-  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4096, LogitsDType::f16, 1000}), Catch::Matchers::Contains("config.k"));
-  CHECK_THROWS_WITH(DecodePlan({1, 9, 64, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("next_n in 1..8"));
-  CHECK_THROWS_WITH(DecodePlan({1, 1, 48, 128, 2048, LogitsDType::f16, 1000}), Catch::Matchers::Contains("heads"));
+  CHECK_THROWS_WITH(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.max_batch"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4096, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.k"));
+  CHECK_THROWS_WITH(DecodePlan({1, 9, 64, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("next_n in 1..8"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 48, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("heads"));
 }

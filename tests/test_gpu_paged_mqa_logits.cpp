@@ -1,7 +1,7 @@
 // GPU tests of paged_mqa_logits against the CPU reference: every configuration, fresh random inputs,
 // ragged lengths (0, 1, 63, 64, 65, ...), shuffled block ids, poisoned outputs, NaN weights, the whole
 // FP8 range, invalid block ids, CUDA-graph replay with new lengths and block tables.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -178,7 +178,7 @@ TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a
   CUgraph graph = nullptr;
   FI_CU(cuStreamEndCapture, "test", stream, &graph);
   if (graph != nullptr) driver::api().cuGraphDestroy(graph);
-  CHECK_THAT(message, Catch::Matchers::Contains("some.kernel.key") && Catch::Matchers::Contains("warm"));
+  CHECK_THAT(message, flash_indexer::test::Contains("some.kernel.key") && flash_indexer::test::Contains("warm"));
 }
 
 // The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 4) on every run of the

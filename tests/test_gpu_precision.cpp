@@ -3,7 +3,7 @@
 // running accumulator takes part), through the op itself with hand-made keys; then the worst error of
 // every sm90 configuration on adversarial inputs (the whole FP8 range, large weights of both signs)
 // against the double-precision reference, which must stay inside the bound that model implies.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 #include <fmt/format.h>
 
 #include <cmath>

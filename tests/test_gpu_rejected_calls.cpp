@@ -2,7 +2,7 @@
 // output buffer keeps its poisoned bytes, the stream and context stay healthy (a synchronize succeeds),
 // and a good call afterwards still equals the reference. The CPU side of the same checks (the error
 // texts of every argument) is in test_validation.cpp.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <functional>
 #include <random>
@@ -18,7 +18,7 @@
 
 using namespace flash_indexer;
 namespace ck = flash_indexer::check;
-using Catch::Matchers::Contains;
+using flash_indexer::test::Contains;
 
 namespace {
 

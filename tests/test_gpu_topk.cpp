@@ -2,7 +2,7 @@
 // the adversarial rows of the issue (lengths 0, 1, k-1, k, k+1, 65 537, a 100K single-bin row, ties,
 // +-inf, NaN, signed zeros, unit bins) and random distributions; stale histograms; 20 runs with
 // identical bytes; the decode forms of the lengths; logits kernel -> top-k end to end; CUDA graphs.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // The CPU reference on small hand-checked cases; the number-format helpers against the compiler.
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <bit>
 #include <cmath>

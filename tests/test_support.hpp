@@ -14,7 +14,8 @@ namespace flash_indexer::test {
 // kernel configuration is its own test case (and its own CTest test).
 bool register_test(const std::string& name, const std::string& tags, std::function<void()> body);
 
-// Exits the process with code 77 (CTest: Skipped), after saying why, when no GPU can be used; otherwise
+// Skips the test, saying why, when no GPU can be used (Catch2 v2: exits with code 77; v3: SKIP, exit
+// code 4 when every test of the run was skipped; CTest reports "Skipped" either way); otherwise
 // makes GPU 0's primary context current (gpu_session()), so a test needs no earlier test.
 void require_gpu();
 

@@ -1,6 +1,6 @@
 // Every argument check of paged_mqa_logits and topk, with an error that names the argument. Validation runs
 // before any driver call, so these run without a GPU (the pointers are never dereferenced).
-#include <catch2/catch.hpp>
+#include "catch_compat.hpp"
 
 #include <functional>
 
@@ -11,7 +11,7 @@
 #include "flash_indexer/topk.hpp"
 
 using namespace flash_indexer;
-using Catch::Matchers::Contains;
+using flash_indexer::test::Contains;
 
 namespace {
 
