@@ -50,6 +50,16 @@ def current_stream(stream=None):
     return int(torch.cuda.current_stream().cuda_stream)
 
 
+def _fp8_bytes(q):
+    """A torch float8 tensor as its uint8 view (the extension reads q's bytes as FP8 E4M3), so that torch
+    need not export float8 through DLPack; anything else unchanged."""
+    if "float8" in str(getattr(q, "dtype", "")):
+        import torch
+
+        return q.view(torch.uint8)
+    return q
+
+
 def _dtype_name(dtype):
     """'float32' / 'float16' / 'bfloat16' from a string or a torch / numpy dtype."""
     name = str(dtype).replace("torch.", "")
@@ -61,7 +71,7 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
                      fill_masked=False, histogram=None, variant="automatic"):
     """Writes the paged MQA logits (CONTRACT 1, 2, 5) into `logits`, optionally adding the coarse
     histogram into `histogram`. Shapes and dtypes as the C++ paged_mqa_logits."""
-    _ext.paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits,
+    _ext.paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, logits,
                           stream=current_stream(stream), fill_masked=fill_masked, histogram=histogram,
                           variant=variant)
     return logits
@@ -100,7 +110,8 @@ class DecodePlan(_ext.DecodePlan):
     def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.
         Capturable in torch.cuda.graph (the stream defaults to the current torch stream)."""
-        super().run(q, kv_cache, weights, context_lens, block_table, indices, stream=current_stream(stream))
+        super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
+                    stream=current_stream(stream))
         return indices
 
 

@@ -75,6 +75,14 @@ fi::TensorView device_view(const std::string& op, const std::string& name, const
   return v;
 }
 
+// q is FP8 E4M3 by contract: its raw bytes as uint8 are taken as such (the Python layer passes torch's
+// float8_e4m3fn tensors as a uint8 view, not relying on torch exporting float8 through DLPack).
+fi::TensorView query_view(const std::string& op, const AnyArray& a) {
+  fi::TensorView v = device_view(op, "q", a);
+  if (v.dtype == fi::DType::u8) v.dtype = fi::DType::fp8_e4m3;
+  return v;
+}
+
 fi::TensorView optional_view(const std::string& op, const std::string& name, const std::optional<AnyArray>& a) {
   return a ? device_view(op, name, *a) : fi::TensorView{};
 }
@@ -218,7 +226,7 @@ NB_MODULE(_flash_indexer, m) {
         o.fill_masked = fill_masked;
         o.histogram = optional_view(op, "histogram", histogram);
         o.variant = variant_of(op, variant);
-        const fi::TensorView qv = device_view(op, "q", q), kv = device_view(op, "kv_cache", kv_cache),
+        const fi::TensorView qv = query_view(op, q), kv = device_view(op, "kv_cache", kv_cache),
                              wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                              tv = device_view(op, "block_table", block_table), ov = device_view(op, "logits", logits);
         nb::gil_scoped_release release;  // the first call of a configuration may compile for seconds
@@ -228,7 +236,8 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
       nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic",
       "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
-      "there). Optionally adds the coarse histogram of each row into `histogram` (int32 [rows, 1024]).");
+      "there; q may also be given as its FP8 bytes, uint8). Optionally adds the coarse histogram of each row "
+      "into `histogram` (int32 [rows, 1024]).");
 
   m.def(
       "topk",
@@ -315,7 +324,7 @@ NB_MODULE(_flash_indexer, m) {
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
              AnyArray block_table, AnyArray indices, std::uintptr_t stream) {
             constexpr const char* op = "DecodePlan.run";
-            const fi::TensorView qv = device_view(op, "q", q), kv = device_view(op, "kv_cache", kv_cache),
+            const fi::TensorView qv = query_view(op, q), kv = device_view(op, "kv_cache", kv_cache),
                                  wv = device_view(op, "weights", weights),
                                  lv = device_view(op, "context_lens", context_lens),
                                  tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);

@@ -246,3 +246,22 @@ def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
         fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 1, 4096)
     with pytest.raises(ValueError, match="indices: expected"):
         fi.top_k_per_row_decode(logits, 1, seq_lens, FakeTensor((8, 512)), 8, 65536, 1, 2048)
+
+
+def test_fp8_queries_cross_as_their_bytes(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+
+    class Fp8Tensor(FakeTensor):
+        def view(self, dtype):
+            return ("bytes of", self, dtype)
+
+    q = Fp8Tensor((1, 1, 64, 128), dtype="torch.float8_e4m3fn")
+    assert fi._fp8_bytes(q) == ("bytes of", q, "uint8")
+    other = FakeTensor((2, 2), dtype="torch.float32")
+    assert fi._fp8_bytes(other) is other
+    # uint8 bytes are accepted where q is FP8: a CPU array is still refused for being on the CPU.
+    with pytest.raises(ValueError, match="paged_mqa_logits: q: expected a CUDA tensor"):
+        z = np.zeros(4, np.int32)
+        fi.paged_mqa_logits(np.zeros((1, 1, 64, 128), np.uint8), z, z, z, z, z, stream=0)
