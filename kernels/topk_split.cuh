@@ -117,6 +117,12 @@ struct TopkTile {
   }
 };
 
+// A lane's select counts of one vector from its kind bits (bit e: above; bit 8 + e: candidate), packed
+// as above | candidates << 16.
+__device__ __forceinline__ unsigned int packed_counts(unsigned int kind) {
+  return __popc(kind & 0xffu) | static_cast<unsigned int>(__popc(kind >> 8)) << 16;
+}
+
 struct SelectRun {
   int valid;       // non-NaN columns
   int above;       // columns in bins before T
@@ -150,7 +156,7 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
       else if (key >= bounds.candidate) kind |= 0x100u << e;
     }
     kinds[u] = kind;
-    prefix[u] = __popc(kind & 0xffu) | static_cast<unsigned int>(__popc(kind >> 8)) << 16;  // this lane's counts
+    prefix[u] = packed_counts(kind);  // this lane's counts
     any = any || kind != 0;
   }
   // The kUnroll warp scans side by side (independent shuffles in flight), not one after the other.
@@ -170,7 +176,7 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const unsigned int row_total = __shfl_sync(0xffffffffu, prefix[u], 31);
-    const unsigned int mine = __popc(kinds[u] & 0xffu) | static_cast<unsigned int>(__popc(kinds[u] >> 8)) << 16;
+    const unsigned int mine = packed_counts(kinds[u]);
     prefix[u] = warp_total + prefix[u] - mine;
     warp_total += row_total;
   }

@@ -227,19 +227,24 @@ fs::path DiskCache::lock_path(const KernelSpec& spec) const { return root_ / (kL
 
 CachedCubin DiskCache::get_or_compile(const KernelSpec& spec) const {
   const std::string hash = hash_key(spec);
-  const fs::path final_dir = root_ / (spec.key + "." + hash);
+  const std::string entry = spec.key + "." + hash;
+  const fs::path final_dir = root_ / entry;
 
   CachedCubin result;
   std::error_code ec;
-  if (fs::exists(final_dir, ec)) {
+  // A valid published entry into `result`; a corrupt one is removed (with a warning) to be rebuilt.
+  auto load_published = [&] {
+    if (!fs::exists(final_dir, ec)) return false;
     std::string problem;
     if (load_entry(final_dir, result, problem)) {
       result.outcome = CacheOutcome::hit;
-      return result;
+      return true;
     }
     warn(fmt::format("corrupt kernel cache entry {} ({}): removed, rebuilding", final_dir.string(), problem));
     remove_entry_dir(final_dir);
-  }
+    return false;
+  };
+  if (load_published()) return result;
 
   if (!jit_enabled())
     throw Error(fmt::format("FLASH_INDEXER_JIT=off and kernel {} is not in the cache {} (warm it with: "
@@ -248,15 +253,8 @@ CachedCubin DiskCache::get_or_compile(const KernelSpec& spec) const {
 
   // One compiler per entry across processes: wait for the lock, then look again.
   fs::create_directories(root_, ec);
-  const EntryLock lock(root_ / (kLockPrefix + spec.key + "." + hash));
-  if (fs::exists(final_dir, ec)) {
-    std::string problem;
-    if (load_entry(final_dir, result, problem)) {
-      result.outcome = CacheOutcome::hit;
-      return result;
-    }
-    remove_entry_dir(final_dir);
-  }
+  const EntryLock lock(root_ / (kLockPrefix + entry));
+  if (load_published()) return result;
 
   CompiledKernel compiled = compile_kernel(spec);
   result.meta = make_meta(spec, compiled, hash);

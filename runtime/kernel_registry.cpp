@@ -51,11 +51,13 @@ void require_not_capturing(CUstream stream, const std::string& key) {
                             key));
 }
 
-void require_stream_of_current_context(std::string_view op, CUstream stream) {
+void require_stream_of_context(std::string_view op, CUstream stream, CUcontext context) {
+  if (stream == nullptr) return;  // the default stream is the current context's
   CUcontext stream_context = nullptr;
   FI_CU(cuStreamGetCtx, fmt::format("{}: stream", op), stream, &stream_context);
-  if (stream_context != current_context(op))
-    throw Error(fmt::format("{}: stream: expected a stream of the current CUDA context, got one of another context", op));
+  if (stream_context != context)
+    throw ArgumentError(
+        fmt::format("{}: stream: expected a stream of the current CUDA context, got one of another context", op));
 }
 
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,

@@ -33,9 +33,9 @@ LoadedKernel load_kernel(const KernelSpec& spec);
 // Throws Error when `stream` is capturing: loading a module then would invalidate the capture.
 void require_not_capturing(CUstream stream, const std::string& key);
 
-// Throws Error naming `op` when `stream` belongs to another context than the current one (a launch
+// Throws ArgumentError naming `op` when `stream` belongs to another context than `context` (a launch
 // there would read this context's pointers in the other's address space).
-void require_stream_of_current_context(std::string_view op, CUstream stream);
+void require_stream_of_context(std::string_view op, CUstream stream, CUcontext context);
 
 // Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses.
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
@@ -51,14 +51,15 @@ Arch current_device_arch();
 template <class Config, class Hash>
 class KernelRegistry {
  public:
-  // make_spec() (returning a KernelSpec) is called only on a miss, to build the spec of `config` for
-  // the current device.
   // The kernel of `config` in the current context, whatever config.arch says: make_spec(config with the
-  // current device's arch) builds its spec on a miss.
+  // current device's arch), returning a KernelSpec, builds its spec on a miss. `stream`, the one the
+  // kernel will be launched on, must belong to that context.
   template <class MakeSpec>
   const LoadedKernel& get_for_current_device(std::string_view op, Config config, CUstream stream, MakeSpec&& make_spec) {
     config.arch = Arch{};
-    return get(current_context(op), config, stream, [&] {
+    const CUcontext context = current_context(op);
+    require_stream_of_context(op, stream, context);
+    return get(context, config, stream, [&] {
       Config full = config;
       full.arch = current_device_arch();
       return make_spec(full);

@@ -52,8 +52,8 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") ||
       parts[8] != "kv-fp8")
     throw ArgumentError(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
-                            "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
-                            key));
+                                    "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
+                                    key));
   PagedMqaLogitsConfig c;
   c.variant = parts[1] == "sm90" ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   c.next_n = parse_int_after(parts[2], "n", key);
@@ -87,7 +87,7 @@ void PagedMqaLogitsConfig::check_supported() const {
   if (variant == PagedMqaLogitsVariant::sm90) {
     if (!(arch.major == 9 && arch.minor == 0 && arch.arch_specific))
       throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
-                              key(), arch.name()));
+                                      key(), arch.name()));
     if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
   }
 }

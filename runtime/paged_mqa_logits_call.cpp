@@ -31,11 +31,10 @@ KernelRegistry<PagedMqaLogitsConfig, ConfigHash>& registry() {
 
 // The registry keys the requested variant (automatic included); the spec resolves it for the device and
 // rejects a forced sm90 that does not fit it.
-const LoadedKernel& loaded_kernel(const PagedMqaLogitsConfig& config, CUstream stream) {
+const LoadedKernel& loaded_kernel(std::string_view op, const PagedMqaLogitsConfig& config, CUstream stream) {
   return registry().get_for_current_device(
-      "paged_mqa_logits", config, stream, [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
+      op, config, stream, [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
 }
-
 
 // TMA maps of the sm90 kernel: the key tiles of the paged cache as {D bytes, 64 tokens, block}, and
 // the query rows as {D bytes, B * next_n * H}; swizzled as wide as a row (wgmma's K-major layout).
@@ -148,7 +147,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
       options.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
-                            static_cast<int>(options.variant)));
+                                    static_cast<int>(options.variant)));
   l.config.variant = options.variant;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.batch = static_cast<unsigned>(batch);
@@ -158,8 +157,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
 
 PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream) {
   PagedMqaLogitsLaunch launch;
-  const LoadedKernel& kernel = loaded_kernel(call.config, stream);
-  require_stream_of_current_context(op, stream);
+  const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
   launch.kernel = &kernel;
   launch.sm90_params.p = call.params;
   launch.sm90 = kernel.variant == static_cast<int>(PagedMqaLogitsVariant::sm90);
@@ -208,8 +206,8 @@ void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
   if (config.variant != PagedMqaLogitsVariant::automatic && config.variant != PagedMqaLogitsVariant::portable &&
       config.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",
-                            static_cast<int>(config.variant)));
-  loaded_kernel(config, nullptr);
+                                    static_cast<int>(config.variant)));
+  loaded_kernel("warm_paged_mqa_logits", config, nullptr);
 }
 
 }  // namespace flash_indexer

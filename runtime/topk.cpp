@@ -4,14 +4,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <climits>
 
 #include "../kernels/topk_params.cuh"
-#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
-#include "kernel_registry.hpp"
-#include "tensor_checks.hpp"
 #include "topk_kernel.hpp"
 
 namespace flash_indexer {
@@ -41,12 +37,12 @@ void TopkConfig::check_supported() const {
     throw ArgumentError(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
-                            static_cast<int>(logits)));
+                                    static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
   if (split > 1 && arch.major < 9)
     throw ArgumentError(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
-                            split, arch.name()));
+                                    split, arch.name()));
 }
 
 std::vector<int> supported_topk_splits(const Arch& arch) {

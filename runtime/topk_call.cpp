@@ -24,8 +24,8 @@ KernelRegistry<TopkConfig, ConfigHash>& registry() {
   return *r;
 }
 
-const LoadedKernel& loaded_kernel(const TopkConfig& config, CUstream stream) {
-  return registry().get_for_current_device("topk", config, stream, [](const TopkConfig& c) { return topk_kernel_spec(c); });
+const LoadedKernel& loaded_kernel(std::string_view op, const TopkConfig& config, CUstream stream) {
+  return registry().get_for_current_device(op, config, stream, [](const TopkConfig& c) { return topk_kernel_spec(c); });
 }
 
 }  // namespace
@@ -47,7 +47,7 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     throw ArgumentError(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", op, options.split));
   if (rows * std::max(options.split, 1) > INT_MAX)
     throw ArgumentError(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
-                            rows, options.split));
+                                    rows, options.split));
 
   TensorChecks lc(op, "lengths", lengths);
   lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
@@ -125,16 +125,15 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
 
 TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream) {
   // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
-  const LoadedKernel& one_cta = loaded_kernel({call.logits, Arch{}, 1}, stream);
-  require_stream_of_current_context(op, stream);
+  const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
   const int split = call.split != 0 ? call.split
                                     : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
                                                            one_cta.arch);
   if (split > 1 && one_cta.arch.major < 9)
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
-                            split, one_cta.arch.name()));
+                                    split, one_cta.arch.name()));
   TopkLaunch launch;
-  launch.kernel = split == 1 ? &one_cta : &loaded_kernel({call.logits, Arch{}, split}, stream);
+  launch.kernel = split == 1 ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, split}, stream);
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(split);
   return launch;
@@ -157,13 +156,13 @@ void warm_topk(const TopkConfig& config) {
   TopkConfig fields = config;  // the fields first, named even without a GPU
   fields.arch = Arch{9, 0, true};
   fields.check_supported();
-  loaded_kernel(config, nullptr);
+  loaded_kernel("warm_topk", config, nullptr);
 }
 
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
-  for (int split : supported_topk_splits(current_device_arch())) loaded_kernel({logits, Arch{}, split}, nullptr);
+  for (int split : supported_topk_splits(current_device_arch())) loaded_kernel("warm_topk", {logits, Arch{}, split}, nullptr);
 }
 
 }  // namespace flash_indexer

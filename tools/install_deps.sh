@@ -2,8 +2,10 @@
 # Installs what FlashIndexer's build needs on Debian 12 and Ubuntu 22.04 / 24.04 (the same package names
 # on all three; Catch2 is v2 on Debian 12 and Ubuntu 22.04, v3 on Ubuntu 24.04, and the tests build with
 # either). Ubuntu 22.04's CMake is older than the 3.25 the project needs: a newer one comes from PyPI.
-# The CUDA 13 toolkit (NVRTC, cuda.h) is expected at /usr/local/cuda; libcuda is not needed to build,
-# test without a GPU, or warm the kernel cache.
+# python3-venv and python3-dev serve the Python package's build and tests, run in a virtual environment
+# (Debian's own Python refuses system-wide pip installs); python3-pip the CMake fallback. The CUDA 13
+# toolkit (NVRTC, cuda.h) is expected at /usr/local/cuda; libcuda is not needed to build, test without a
+# GPU, or warm the kernel cache.
 set -euo pipefail
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
@@ -15,7 +17,7 @@ case "$distro" in
 esac
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
-  cmake g++ make pkg-config libfmt-dev nlohmann-json3-dev catch2 libxxhash-dev >/dev/null
+  cmake g++ make pkg-config libfmt-dev nlohmann-json3-dev catch2 libxxhash-dev python3-venv python3-dev python3-pip >/dev/null
 cmake_ok() {
   local v
   v="$(cmake --version | head -n1 | awk '{print $3}')"
