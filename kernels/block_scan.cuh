@@ -11,8 +11,9 @@ struct BlockScan {
   static constexpr int kWarps = kThreads / 32;
 
   // Exclusive prefix sum of `x` over the threads in index order; `total` gets the sum over the block.
-  // `scratch` holds kWarps + 1 values in shared memory and is free again when this returns. Every
-  // thread of the block must call it.
+  // `scratch` holds kWarps values in shared memory and is free again when this returns. Every thread of
+  // the block must call it. Two barriers: after the warp scans every warp reads all the warp totals
+  // itself, so no warp waits on a serial second-level scan.
   template <class T>
   __device__ static T exclusive(T x, T* scratch, T& total) {
     const int lane = threadIdx.x & 31;
@@ -25,22 +26,16 @@ struct BlockScan {
     }
     if (lane == 31) scratch[warp] = inclusive;
     __syncthreads();
-    if (warp == 0) {
-      const T own = lane < kWarps ? scratch[lane] : T(0);
-      T running = own;
+    T before = T(0);
+    total = T(0);
 #pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const T y = __shfl_up_sync(0xffffffffu, running, d);
-        if (lane >= d) running += y;
-      }
-      if (lane < kWarps) scratch[lane] = running - own;
-      if (lane == kWarps - 1) scratch[kWarps] = running;
+    for (int w = 0; w < kWarps; ++w) {
+      const T v = scratch[w];
+      before += w < warp ? v : T(0);
+      total += v;
     }
     __syncthreads();
-    total = scratch[kWarps];
-    const T result = scratch[warp] + inclusive - x;
-    __syncthreads();
-    return result;
+    return before + inclusive - x;
   }
 
   template <class T>

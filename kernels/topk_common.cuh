@@ -1,11 +1,12 @@
 #pragma once
 // Building blocks of the exact top-k selector (CONTRACT 4), shared by its kernels: the stored dtype's
-// order-preserving keys, the coarse threshold search, the radix refinement of the threshold bin and the
-// output stage. The select passes themselves live in topk_split.cuh.
+// order-preserving keys, the threshold search over bin counts, the radix refinement of the threshold bin
+// and the output stage. The select passes themselves live in topk_split.cuh.
 #include "block_scan.cuh"
 #include "coarse_bins.hpp"
 #include "numeric.cuh"
 #include "topk_params.cuh"
+#include "topk_selector_bins.cuh"
 
 namespace flash_indexer {
 namespace kernels {
@@ -27,6 +28,8 @@ struct TopkInput<LogitsOut::f32> {
     return b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u);
   }
   __device__ __forceinline__ static int bin(Raw x) { return coarse_bin(x); }
+  __device__ __forceinline__ static int selector_bin(unsigned int key) { return selector_bin_of_key32(key); }
+  __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) { return lowest_key32_of_selector_bin(b); }
   // Fills the columns past a segment's end, so they drop out wherever NaN does.
   __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
   __device__ __forceinline__ static unsigned int bits(Raw x) { return float_bits(x); }
@@ -63,6 +66,12 @@ struct TopkInput16 {
     }
     return coarse_bin(value(x));
   }
+  __device__ __forceinline__ static int selector_bin(unsigned int key) {
+    return kIn == LogitsOut::f16 ? selector_bin_of_key16(key) : selector_bin_of_key32(key << 16);
+  }
+  __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) {
+    return kIn == LogitsOut::f16 ? lowest_key16_of_selector_bin(b) : lowest_key32_of_selector_bin(b) >> 16;
+  }
   __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
   __device__ __forceinline__ static unsigned int bits(Raw x) { return x; }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
@@ -80,7 +89,9 @@ struct TopkInput<LogitsOut::bf16> : TopkInput16<LogitsOut::bf16> {};
 
 struct TopkSmem {
   int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
-  int hist[kCoarseBins];  // coarse counts of this CTA's columns; later 256-digit counts (narrowing, refinement)
+  // Bin counts of this CTA's columns (selector bins, CONTRACT bins never: those come from global
+  // memory); later the narrowing and refinement digit counts.
+  int hist[kCoarseBins];
   union {
     struct {
       int candidate_index[kTopkCandidates];
@@ -88,13 +99,13 @@ struct TopkSmem {
     };
     int row_hist[kCoarseBins];  // the cluster's summed counts (read before any candidate is kept)
   };
-  long long scan[kTopkThreads / 32 + 1];
-  long long found[3];  // threshold search result: bin, count above it, total
+  long long scan[kTopkThreads / 32];
+  long long found[3];  // threshold search result: bin, count above it, count in it
   unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
-  unsigned int key_spread;  // OR of (candidate key ^ first candidate key)
   unsigned int key_bounds[2];  // lowest key of bins <= T, of bins <= T - 1 (KeyBounds)
 };
+static_assert(kTopkSelectorBins == kCoarseBins, "selector and contract counts share sm.hist");
 
 // Row r's live length (CONTRACT 1), clamped to [0, width].
 __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
@@ -107,18 +118,22 @@ __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
 }
 
 struct Threshold {
-  int bin;          // 0..1023; 1024: fewer than k selectable, every one is taken
+  int bin;          // 0..kBins-1; kBins: fewer than k counted, every one is taken
   long long above;  // count in bins before `bin`
   long long count;  // count in `bin`
   long long total;
   bool negative;    // some count < 0 (only a broken given histogram)
 };
 
-// Finds the coarse bin where the running count (bin 0 first) reaches k. `counts` is in shared or
-// global memory; every thread of the block must call it.
-__device__ Threshold find_coarse_threshold(const int* counts, int k, TopkSmem& sm) {
+// Finds the bin where the running count (bin 0 first) reaches k, over kBins counts in shared or global
+// memory. `check_negative`: the counts may be negative (a given histogram), which gives bin kBins and
+// `negative`. Every thread of the block must call it. sm.found is free again once another barrier has
+// passed (the next writer of it is this function, after its scan's barriers).
+template <int kBins>
+__device__ Threshold find_threshold(const int* counts, long long k, bool check_negative, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
-  constexpr int kPer = kCoarseBins / kTopkThreads;
+  constexpr int kPer = kBins / kTopkThreads;
+  static_assert(kPer * kTopkThreads == kBins, "whole bins per thread");
   long long c[kPer];
   long long own = 0;
   bool negative = false;
@@ -128,16 +143,16 @@ __device__ Threshold find_coarse_threshold(const int* counts, int k, TopkSmem& s
     negative |= c[i] < 0;
     own += c[i];
   }
-  negative = __syncthreads_or(negative) != 0;
+  if (check_negative) negative = __syncthreads_or(negative) != 0;  // block-uniform branch
   long long total;
   long long before = Scan::exclusive(own, sm.scan, total);
-  if (threadIdx.x == 0) {
-    sm.found[0] = kCoarseBins;
-    sm.found[1] = total;
-    sm.found[2] = 0;
-  }
-  __syncthreads();
-  if (!negative) {
+  if (negative || total < k) {
+    if (threadIdx.x == 0) {
+      sm.found[0] = kBins;
+      sm.found[1] = total;
+      sm.found[2] = 0;
+    }
+  } else {
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
       if (before < k && k <= before + c[i]) {  // counts are >= 0, so exactly one bin matches
@@ -155,7 +170,6 @@ __device__ Threshold find_coarse_threshold(const int* counts, int k, TopkSmem& s
   t.count = sm.found[2];
   t.total = total;
   t.negative = negative;
-  __syncthreads();
   return t;
 }
 
@@ -192,8 +206,9 @@ struct KeyBounds {
   unsigned int candidate;
 };
 
+// For a CONTRACT coarse bin: two warps search the key -> bin map.
 template <class In>
-__device__ KeyBounds key_bounds_of(int bin_t, TopkSmem& sm) {
+__device__ KeyBounds coarse_key_bounds(int bin_t, TopkSmem& sm) {
   const int warp = threadIdx.x >> 5;
   if (warp == 0) {
     const unsigned int v = bin_t == 0 ? In::kMaxKey + 1 : lowest_key_of_bins_to<In>(bin_t - 1);
@@ -210,102 +225,54 @@ __device__ KeyBounds key_bounds_of(int bin_t, TopkSmem& sm) {
   return k;
 }
 
-// The digit (0..kDigits-1, larger first) of `counts` (kDigits digit counts, shared memory) where the
-// running count reaches `need`, and the count of larger digits. Each thread takes kPer consecutive
-// digits in descending order, so one block scan covers up to kPer * kTopkThreads digits.
-template <int kDigits>
-__device__ void find_digit(int need, const int* counts, TopkSmem& sm, int& digit, int& above) {
-  using Scan = BlockScan<kTopkThreads>;
-  constexpr int kPer = kDigits > kTopkThreads ? kDigits / kTopkThreads : 1;
-  static_assert(kPer * kTopkThreads >= kDigits && kDigits % kPer == 0, "digits per thread");
-  const int first = kDigits - 1 - static_cast<int>(threadIdx.x) * kPer;  // this thread's largest digit
-  int c[kPer];
-  int own = 0;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    c[i] = first - i >= 0 ? counts[first - i] : 0;
-    own += c[i];
-  }
-  long long total;
-  long long before = Scan::exclusive(static_cast<long long>(own), sm.scan, total);
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    if (first - i >= 0 && before < need && need <= before + c[i]) {
-      sm.found[0] = first - i;
-      sm.found[1] = before;
-    }
-    before += c[i];
-  }
-  __syncthreads();
-  digit = static_cast<int>(sm.found[0]);
-  above = static_cast<int>(sm.found[1]);
-  __syncthreads();
-}
-
-// OR over the candidates of (key ^ `first_key`): the key bits in which they differ at all.
-__device__ unsigned int candidate_key_spread(TopkSmem& sm, int size, unsigned int first_key) {
-  unsigned int spread = 0;
-  for (int i = threadIdx.x; i < size; i += kTopkThreads) spread |= sm.candidate_key[i] ^ first_key;
-  spread = __reduce_or_sync(0xffffffffu, spread);
-  if (threadIdx.x == 0) sm.key_spread = 0;
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0 && spread != 0) atomicOr(&sm.key_spread, spread);
-  __syncthreads();
-  return sm.key_spread;
+// For a selector bin: closed-form, no barrier.
+template <class In>
+__device__ __forceinline__ KeyBounds selector_key_bounds(int bin_t) {
+  KeyBounds k;
+  k.above = bin_t == 0 ? In::kMaxKey + 1 : In::lowest_key_of_selector_bin(bin_t - 1);
+  k.candidate = bin_t >= kTopkSelectorBins ? k.above : In::lowest_key_of_selector_bin(bin_t);
+  return k;
 }
 
 // Chooses `need` of the first `size` (1..kTopkCandidates) candidates in shared memory (largest keys;
 // equal keys by ascending position, which is ascending column) and writes them in candidate order to
-// sm.out[first ...]. The rounds take kRefineBits-bit digits, starting at the highest key bit in which
-// the candidates differ: one round (or none) for the typical FP16 bin, two for FP32 (a coarse bin's
-// FP32 keys differ in their low 19-20 bits). A last round that would pass bit 0 is moved down to end
-// at bit 0; the bits it repeats are equal in every candidate still in the running.
+// sm.out[first ...]. Every candidate's key is in [lo, hi). Each round counts kRefineBits-bit digits of
+// (key - lo) over the candidates still in the running and narrows [lo, hi) to the digit where the count
+// reaches what is still needed. It stops when the interval holds one key, or when every candidate in it
+// is needed (the usual end after one round: a selector bin's few hundred keys spread over 1024 digits).
 constexpr int kRefineBits = 10;  // 1024 digits: sm.hist
-__device__ __forceinline__ unsigned int high_bits_mask(int from) {  // bits from..31
-  return from >= 32 ? 0u : ~((1u << from) - 1u);
-}
-__device__ void refine(int size, int need, int first, TopkSmem& sm) {
+__device__ void refine(int size, int need, int first, unsigned long long lo, unsigned long long hi, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
   constexpr int kPer = kTopkCandidates / kTopkThreads;  // the whole buffer in one chunk
   constexpr int kDigits = 1 << kRefineBits;
   static_assert(kDigits <= kCoarseBins, "the digit counts live in sm.hist");
-  const unsigned int first_key = sm.candidate_key[0];
-  const unsigned int spread = candidate_key_spread(sm, size, first_key);
-  // -1: every candidate has the same key, nothing to refine.
-  int shift = spread == 0 ? -1 : max(0, 31 - __clz(spread) - (kRefineBits - 1));
-  unsigned int mask = spread == 0 ? ~0u : high_bits_mask(shift + kRefineBits);
-  unsigned int prefix = first_key & mask;
-  int ties = need;  // how many of the keys equal to `prefix` are still to be taken
+  int ties = need;  // how many of the candidates with a key in [lo, hi) are still to be taken
 #pragma unroll 1
-  while (shift >= 0) {
+  while (hi - lo > 1) {
+    const int shift = max(0, 64 - __clzll(static_cast<long long>(hi - 1 - lo)) - kRefineBits);
     for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const int i = threadIdx.x * kPer + e;
-      if (i < size) {
-        const unsigned int key = sm.candidate_key[i];
-        if ((key & mask) == prefix) atomicAdd(&sm.hist[(key >> shift) & (kDigits - 1u)], 1);
-      }
+    for (int i = threadIdx.x; i < size; i += kTopkThreads) {
+      const unsigned long long key = sm.candidate_key[i];
+      if (key >= lo && key < hi) atomicAdd(&sm.hist[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1);  // best first
     }
     __syncthreads();
-    int digit, above;
-    find_digit<kDigits>(ties, sm.hist, sm, digit, above);
-    ties -= above;
-    const unsigned int digit_mask = (kDigits - 1u) << shift;
-    prefix = (prefix & ~digit_mask) | (static_cast<unsigned int>(digit) << shift);
-    mask |= digit_mask;
-    shift = shift == 0 ? -1 : max(0, shift - kRefineBits);
+    const Threshold d = find_threshold<kDigits>(sm.hist, ties, false, sm);
+    const unsigned long long digit = static_cast<unsigned long long>(kDigits - 1 - d.bin);
+    ties -= static_cast<int>(d.above);
+    lo += digit << shift;
+    hi = min(hi, lo + (1ull << shift));
+    if (d.count == ties) break;
   }
-  // Keys above `prefix` are all taken (need - ties of them); of the keys equal to it, the first `ties`.
+  // Keys >= hi are all taken (need - ties of them); of the keys in [lo, hi), the first `ties`.
   unsigned int keys[kPer];
   int greater = 0, equal = 0;
 #pragma unroll
   for (int e = 0; e < kPer; ++e) {
     const int i = threadIdx.x * kPer + e;
     keys[e] = i < size ? sm.candidate_key[i] : 0u;
-    greater += i < size && keys[e] > prefix;
-    equal += i < size && keys[e] == prefix;
+    greater += i < size && keys[e] >= hi;
+    equal += i < size && keys[e] >= lo && keys[e] < hi;
   }
   int total;
   const int before = Scan::exclusive(greater | (equal << 16), reinterpret_cast<int*>(sm.scan), total);
@@ -315,10 +282,10 @@ __device__ void refine(int size, int need, int first, TopkSmem& sm) {
   for (int e = 0; e < kPer; ++e) {
     const int i = threadIdx.x * kPer + e;
     if (i >= size) continue;
-    if (keys[e] > prefix) {
+    if (keys[e] >= hi) {
       sm.out[first + g + min(q, ties)] = sm.candidate_index[i];
       ++g;
-    } else if (keys[e] == prefix) {
+    } else if (keys[e] >= lo) {
       if (q < ties) sm.out[first + g + q] = sm.candidate_index[i];
       ++q;
     }

@@ -1,26 +1,27 @@
 #pragma once
 // Exact top-k of a logits row (CONTRACT 4), one row per cluster of kCluster CTAs (kCluster = 1: one
-// CTA per row, no cluster features, the form for large batches and for sm_80). A radix select: coarse
-// bins first, then the stored dtype's exact key bits.
+// CTA per row, no cluster features, the form for large batches and for sm_80). A radix select: bin
+// counts first, then the stored dtype's exact key bits.
 //
 //   The row is split into kCluster segments, one per CTA. A CTA reads its segment in tiles of
-//   topk_unroll() 16-byte vectors per thread, all of a tile's loads in flight at once. A segment of one
-//   tile stays in registers between the passes, so the row is read from memory once.
-//   1. Coarse counts: the row's 1024-bin histogram (CONTRACT 3), taken from the logits kernel, or
-//      counted here and summed over the cluster through distributed shared memory. The threshold bin
-//      T is the bin where the running count reaches k.
-//   2. Select pass: T becomes a key interval (a 32-way warp search over the monotone key -> bin map), so
-//      the pass compares keys. Columns above the interval are listed, those in it are kept with their
-//      keys as candidates, both in column order. Positions come from warp and block prefix sums, never from
-//      atomic arrival order, so the output bytes are deterministic, and the same for every kCluster.
-//      The pass recounts what a given histogram promised; if it does not add up, the row starts over
-//      from counting.
-//   3. A threshold bin too big for the candidate buffer is narrowed: the cluster counts the 256 top
+//   topk_unroll() 16-byte vectors per thread, all of a tile's loads in flight at once, the next tile
+//   prefetched into L2. A segment of one tile stays in registers between the passes, so the row is read
+//   from memory once.
+//   1. Bin counts: the row's CONTRACT 3 histogram from the logits kernel, or the selector's own bins
+//      (topk_selector_bins.cuh: a shift of the key) counted here and summed over the cluster through
+//      distributed shared memory. The threshold bin T is the bin where the running count reaches k.
+//   2. Select pass: T becomes a key interval (closed-form for a selector bin, a 32-way warp search over
+//      the monotone key -> bin map for a CONTRACT bin), so the pass compares keys. Columns above the
+//      interval are listed, those in it are kept with their keys as candidates, both in column order.
+//      Positions come from warp and block prefix sums, never from atomic arrival order, so the output
+//      bytes are deterministic, and the same for every kCluster. With a given histogram the pass
+//      recounts what it promised; if it does not add up, the row starts over from counting.
+//   3. A threshold bin too big for the candidate buffer is narrowed: the cluster counts the top 10-bit
 //      digits of its keys, picks the digit where the count reaches k, and selects again with that
 //      narrower key interval; until the candidates fit or share one key. Nothing is ever dropped.
 //   4. The CTAs append their lists to the leader's (rank 0) through distributed shared memory, in
-//      segment order. The leader refines the candidates on the key bits in which they differ, 10 bits
-//      per round, to the exact k-th key; equal keys go to the lower column.
+//      segment order. The leader refines the candidates with 10-bit digits of their keys until the
+//      winners are known; equal keys go to the lower column.
 #include "cluster.cuh"
 #include "topk_common.cuh"
 
@@ -92,18 +93,28 @@ struct TopkTile {
     }
   }
 
+  // Starts moving the tile at `base` into L2 while the registers still hold the current one.
+  __device__ __forceinline__ static void prefetch(const void* row, int base, int end) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int s = column(base, u, 0);
+      if (s < end) asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Raw*>(row) + s));
+    }
+  }
+
+  // Adds this tile's selector-bin counts to sm.hist.
   __device__ __forceinline__ void count(TopkSmem& sm) const {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw x = get(u, e);
-        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::bin(x)], 1);
+        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin(In::key(x))], 1);
       }
   }
 
-  // Adds the 256 digits (key - bounds.candidate) >> shift of this tile's keys in [bounds.candidate,
-  // bounds.above) to sm.hist.
+  // Adds the kRefineBits-bit digits (key - bounds.candidate) >> shift of this tile's keys in
+  // [bounds.candidate, bounds.above) to sm.hist, the largest digit first.
   __device__ __forceinline__ void count_digits(KeyBounds bounds, int shift, TopkSmem& sm) const {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
@@ -112,7 +123,7 @@ struct TopkTile {
         const Raw x = get(u, e);
         const unsigned int key = In::key(x);
         if (!In::is_nan(x) && key >= bounds.candidate && key < bounds.above)
-          atomicAdd(&sm.hist[(key - bounds.candidate) >> shift], 1);
+          atomicAdd(&sm.hist[(1 << kRefineBits) - 1 - static_cast<int>((key - bounds.candidate) >> shift)], 1);
       }
   }
 };
@@ -240,7 +251,10 @@ __device__ void topk_split(const TopkParams& p) {
   auto for_each_tile = [&](auto&& body) {
 #pragma unroll 1
     for (int base = begin; base < end; base += Tile::kSize) {  // a resident tile: one iteration, no load
-      if (!resident) tile.load(row, base, end, aligned);         // the same registers, streamed
+      if (!resident) {                                          // the same registers, streamed
+        tile.load(row, base, end, aligned);
+        Tile::prefetch(row, base + Tile::kSize, end);
+      }
       body(tile, base);
     }
   };
@@ -265,15 +279,17 @@ __device__ void topk_split(const TopkParams& p) {
 
   // The select pass for the key interval `bounds`: this CTA's counts in `local`, the cluster's in the
   // result, and the cluster's counts before this CTA's segment in `before`.
+  // `count_valid`: also count the non-NaN columns (to check a given histogram; otherwise the counts
+  // already know it).
   SelectRun local{}, before{};
-  auto select_row = [&](KeyBounds bounds) -> SelectRun {
+  auto select_row = [&](KeyBounds bounds, bool count_valid) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
     for_each_tile([&](const Tile& t, int base) {
       select_tile(t, base, bounds, k, parity, local, sm);
       parity ^= 1;
     });
-    local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
+    if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
     if constexpr (kCluster == 1) {
       return local;
     } else {
@@ -305,7 +321,7 @@ __device__ void topk_split(const TopkParams& p) {
   // this kernel runs once per row, and its size is instruction-cache misses and compile time.
   //   - with a histogram given, select with its threshold; if the pass does not add up to what the
   //     histogram promised (2 in the report), count the row here and select again;
-  //   - a threshold bin too big for the candidate buffer is narrowed by the 256-digit counts of its keys,
+  //   - a threshold bin too big for the candidate buffer is narrowed by the 10-bit digit counts of its keys,
   //     summed over the cluster, and selected again, until the candidates fit or share one key. Every
   //     CTA rescans only its own segment (from registers when it holds one tile).
   // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
@@ -325,17 +341,18 @@ __device__ void topk_split(const TopkParams& p) {
         for_each_tile([&](const Tile& tl, int) { tl.count(sm); });
         counts = cluster_counts(kCoarseBins);
       }
-      t = find_coarse_threshold(counts, k, sm);
+      t = find_threshold<kCoarseBins>(counts, k, histogram_use == 1, sm);
       if (t.negative) {  // only a given histogram can hold a negative count
         histogram_use = 2;
         counts = nullptr;
         continue;
       }
-      bounds = key_bounds_of<In>(t.bin, sm);
+      bounds = histogram_use == 1 ? coarse_key_bounds<In>(t.bin, sm) : selector_key_bounds<In>(t.bin);
       need_threshold = false;
     }
-    total = select_row(bounds);
-    if (histogram_use == 1 && row_passes == 0) {
+    const bool verify = histogram_use == 1 && row_passes == 0;
+    total = select_row(bounds, verify);
+    if (verify) {
       const bool adds_up = total.valid == t.total && total.above == t.above &&
                            (t.bin == kCoarseBins || total.candidates == t.count);
       if (!adds_up) {
@@ -348,12 +365,12 @@ __device__ void topk_split(const TopkParams& p) {
     // Now total.above == t.above < k (or every selectable column is above, when t.bin == 1024).
     if (total.candidates <= kTopkCandidates || bounds.above - bounds.candidate <= 1) break;
     const unsigned int span = bounds.above - 1u - bounds.candidate;
-    const int shift = max(0, 32 - __clz(static_cast<int>(span)) - 8);
-    for (int i = threadIdx.x; i < 256; i += kTopkThreads) sm.hist[i] = 0;
+    const int shift = max(0, 32 - __clz(static_cast<int>(span)) - kRefineBits);
+    for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
     for_each_tile([&](const Tile& tl, int) { tl.count_digits(bounds, shift, sm); });
-    int digit, digit_above;
-    find_digit<256>(k - total.above, cluster_counts(256), sm, digit, digit_above);
+    const Threshold d = find_threshold<kCoarseBins>(cluster_counts(kCoarseBins), k - total.above, false, sm);
+    const int digit = (1 << kRefineBits) - 1 - d.bin;
     const unsigned long long upper =
         static_cast<unsigned long long>(bounds.candidate) + (static_cast<unsigned long long>(digit + 1) << shift);
     bounds.candidate += static_cast<unsigned int>(digit) << shift;
@@ -381,14 +398,14 @@ __device__ void topk_split(const TopkParams& p) {
   }
 
   const int above = total.above;
-  const int selected = min(k, total.valid);
+  const int selected = static_cast<int>(min(static_cast<long long>(k), t.total));
   if (t.bin < kCoarseBins) {
     const int need = k - above;
     if (need == candidates) {
       for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
       __syncthreads();
     } else {
-      refine(candidates, need, above, sm);
+      refine(candidates, need, above, bounds.candidate, bounds.above, sm);
     }
   }
   __syncthreads();

@@ -69,7 +69,11 @@ struct TopkOptions {
 // call, e.g. to notice a stale histogram in a pipeline.
 struct TopkRowReport {
   std::int32_t histogram_use;    // 0: none given, counted; 1: the given one was used; 2: it did not add up, recounted
-  std::int32_t threshold_bin;    // coarse bin of the k-th score; 1024 when every selectable column was taken
+  // Bin of the k-th score; 1024 when every selectable column was taken. With histogram_use 1 a CONTRACT 3
+  // coarse bin; otherwise one of the selector's own 1024 bins, which it counts when no histogram is given:
+  // best first, the magnitude's exponent and top 3 mantissa bits (FP16: top 4) on each side of zero,
+  // FP32/BF16 magnitudes clamped to 2^-32 .. 2^32 (kernels/topk_selector_bins.cuh).
+  std::int32_t threshold_bin;
   std::int32_t threshold_count;  // columns in that bin
   std::int32_t row_passes;       // extra passes over the row: the threshold bin outgrew the on-chip buffer
                                  // (4096 candidates) and held more than one value; 2 per narrowing step

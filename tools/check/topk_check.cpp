@@ -10,6 +10,7 @@
 #include <random>
 
 #include "../../kernels/topk_params.cuh"
+#include "../../kernels/topk_selector_bins.cuh"
 #include "kernel_key.hpp"
 
 namespace flash_indexer::check {
@@ -92,6 +93,20 @@ Rows make_rows(const TopkCase& c, std::mt19937_64& rng) {
     }
   }
   return r;
+}
+
+// The selector's own bin of a stored score (kernels/topk_selector_bins.cuh), from its order-preserving key
+// as the kernel forms it. A BF16 score is an FP32 value with 16 low zero bits, whose FP32 key has the
+// BF16 key's bin.
+int selector_bin(LogitsDType t, float x) {
+  if (t == LogitsDType::f16) {
+    std::uint32_t b = reference::float_to_f16_bits(x);
+    if ((b & 0x7fffu) == 0) b = 0;
+    return kernels::selector_bin_of_key16(b ^ ((b & 0x8000u) ? 0xffffu : 0x8000u));
+  }
+  std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+  if ((b << 1) == 0) b = 0;
+  return kernels::selector_bin_of_key32(b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u));
 }
 
 std::vector<std::int32_t> exact_histogram(const TopkCase& c, const Rows& r) {
@@ -245,7 +260,6 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   const reference::TopkResult want = reference::topk(r.stored, r.stride, r.width, r.lengths, k, c.sorted);
   const reference::TopkResult ranked =
       c.sorted ? reference::topk(r.stored, r.stride, r.width, r.lengths, k, false) : want;
-  const std::vector<std::int32_t> exact_hist = exact_histogram(c, r);
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::size_t base = static_cast<std::size_t>(row) * k;
     std::int64_t valid = 0;
@@ -284,7 +298,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
           break;
         }
       }
-    // The row report: how the histogram was used, and the threshold bin the reference implies.
+    // The row report: how the histogram was used, and the threshold bin the reference implies: a CONTRACT
+    // bin when the given histogram was used, else a selector bin.
     const TopkRowReport& rep = out.reports[row];
     std::int64_t given_total = 0;
     for (int b = 0; b < kCoarseBins; ++b) given_total += hist[row * kCoarseBins + b];
@@ -293,8 +308,16 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
                           : (rep.histogram_use != 1 && rep.histogram_use != 2) || (given_total != valid && rep.histogram_use != 2))
       fail(row, fmt::format("report histogram_use {} (histogram {}, given total {}, live non-NaN {})", rep.histogram_use,
                             histogram_mode_name(c.histogram), given_total, valid));
-    const int want_bin = valid < k ? kCoarseBins : coarse_bin(r.stored[row * r.stride + ranked.indices[base + k - 1]]);
-    const int want_count = want_bin < kCoarseBins ? exact_hist[row * kCoarseBins + want_bin] : 0;
+    const bool contract_bins = rep.histogram_use == 1;
+    auto bin_of = [&](float v) { return contract_bins ? coarse_bin(v) : selector_bin(c.dtype, v); };
+    static_assert(kernels::kTopkSelectorBins == kCoarseBins, "1024 means every column was taken, in both");
+    const int want_bin = valid < k ? kCoarseBins : bin_of(r.stored[row * r.stride + ranked.indices[base + k - 1]]);
+    int want_count = 0;
+    if (want_bin < kCoarseBins)
+      for (std::int64_t s = 0; s < r.live[row]; ++s) {
+        const float v = r.stored[row * r.stride + s];
+        want_count += !std::isnan(v) && bin_of(v) == want_bin;
+      }
     if (rep.threshold_bin != want_bin || rep.threshold_count != want_count)
       fail(row, fmt::format("report threshold bin {} count {}, expected bin {} count {}", rep.threshold_bin,
                             rep.threshold_count, want_bin, want_count));
@@ -305,7 +328,7 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       const double first = r.stored[row * r.stride + ranked.indices[base + k - 1]];
       for (std::int64_t s = 0; s < r.live[row] && one_value; ++s) {
         const double v = r.stored[row * r.stride + s];
-        if (!std::isnan(v) && coarse_bin(static_cast<float>(v)) == want_bin && v != first) one_value = false;
+        if (!std::isnan(v) && bin_of(static_cast<float>(v)) == want_bin && v != first) one_value = false;
       }
     }
     const bool overflow = want_count > kernels::kTopkCandidates;

@@ -1,0 +1,63 @@
+#pragma once
+// The selector's own score bins (1024, best first), used when it counts a row itself (no histogram
+// given, or a given one did not add up). Plain C++ on order-preserving keys (topk_common.cuh's
+// TopkInput::key), shared by the device code and the host checks; no includes, so NVRTC compiles it.
+//
+// Unlike the contract's coarse bins (CONTRACT 3), a selector bin is a shift and a clamp of the key, and
+// its key interval is closed-form, so the select pass needs no search for it:
+//   FP32 and BF16 (a BF16 key is the top 16 bits of the FP32 key): bins 0..511 hold the scores >= +0,
+//   from the largest; 512..1023 the negative ones, -inf last. The bin is the magnitude's exponent and its
+//   top 3 mantissa bits (8 bins per octave) over 2^-32 .. 2^32; magnitudes outside share the end bins.
+//   FP16: the magnitude's exponent and top 4 mantissa bits (16 bins per octave), the whole range.
+//   -0 and +0 share a key, so a bin; NaN has no bin (callers skip it).
+
+#if defined(__CUDACC__)
+#define FLASH_INDEXER_SELECTOR_BINS_FN __host__ __device__ __forceinline__
+#else
+#define FLASH_INDEXER_SELECTOR_BINS_FN inline
+#endif
+
+namespace flash_indexer {
+namespace kernels {
+
+constexpr int kTopkSelectorBins = 1024;
+constexpr unsigned int kSelectorShift32 = 20;     // a 32-bit magnitude's exponent and top 3 mantissa bits
+constexpr unsigned int kSelectorLowest32 = 95u << 3;  // 2^-32: exponent 95
+constexpr unsigned int kSelectorShift16 = 6;      // FP16: exponent and top 4 mantissa bits
+
+// Bin of a 32-bit key (FP32, or a BF16 key shifted left by 16).
+FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_key32(unsigned int key) {
+  const bool non_negative = key >= 0x80000000u;
+  const unsigned int magnitude = non_negative ? key & 0x7fffffffu : 0x7fffffffu - key;
+  const unsigned int code = magnitude >> kSelectorShift32;
+  const int m = code <= kSelectorLowest32 ? 0 : code - kSelectorLowest32 >= 511u ? 511 : static_cast<int>(code - kSelectorLowest32);
+  return non_negative ? 511 - m : 512 + m;
+}
+
+// The smallest 32-bit key in bin `bin` (0..1023); bin 1023's is 0, below every score's key.
+FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key32_of_selector_bin(int bin) {
+  if (bin <= 511) {
+    const unsigned int m = static_cast<unsigned int>(511 - bin);
+    return 0x80000000u | (m == 0 ? 0u : (m + kSelectorLowest32) << kSelectorShift32);
+  }
+  // Negative scores: the magnitudes of bin 512 + m lie below `limit`; their keys are 0x7fffffff - magnitude.
+  const unsigned int m = static_cast<unsigned int>(bin - 512);
+  const unsigned int limit = m == 511 ? 0x80000000u : (m + kSelectorLowest32 + 1u) << kSelectorShift32;
+  return 0x80000000u - limit;
+}
+
+// Bin of an FP16 key (16 bits).
+FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_key16(unsigned int key) {
+  const bool non_negative = key >= 0x8000u;
+  const unsigned int magnitude = non_negative ? key & 0x7fffu : 0x7fffu - key;
+  const int m = static_cast<int>(magnitude >> kSelectorShift16);
+  return non_negative ? 511 - m : 512 + m;
+}
+
+FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key16_of_selector_bin(int bin) {
+  if (bin <= 511) return 0x8000u | (static_cast<unsigned int>(511 - bin) << kSelectorShift16);
+  return 0x8000u - ((static_cast<unsigned int>(bin - 512) + 1u) << kSelectorShift16);
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer

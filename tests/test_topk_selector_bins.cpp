@@ -1,0 +1,90 @@
+// The selector's own bins (kernels/topk_selector_bins.cuh): every key of each 16-bit dtype and a sweep
+// of 32-bit keys land in the bin whose closed-form key interval holds them, bins never rise as keys
+// rise, and a few scores land where the header says.
+#include "catch_compat.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "../kernels/topk_selector_bins.cuh"
+
+using namespace flash_indexer::kernels;
+
+namespace {
+
+std::uint32_t key32(float x) {
+  std::uint32_t b = std::bit_cast<std::uint32_t>(x);
+  if ((b << 1) == 0) b = 0;
+  return b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u);
+}
+
+// Key k is in bin b iff lowest(b) <= k < lowest(b - 1) (bin 0: no upper end).
+template <class Bin, class Lowest>
+void check_key(std::uint64_t k, Bin bin, Lowest lowest) {
+  const int b = bin(k);
+  REQUIRE(b >= 0);
+  REQUIRE(b < kTopkSelectorBins);
+  INFO("key " << k << " bin " << b);
+  REQUIRE(lowest(b) <= k);
+  if (b > 0) REQUIRE(k < lowest(b - 1));
+}
+
+}  // namespace
+
+TEST_CASE("selector bins: every 16-bit key is inside its bin's interval, bins fall as keys rise", "[selector_bins]") {
+  int previous16 = kTopkSelectorBins, previous_bf16 = kTopkSelectorBins;
+  for (std::uint32_t k = 0; k <= 0xffffu; ++k) {
+    check_key(k, [](std::uint64_t x) { return selector_bin_of_key16(static_cast<std::uint32_t>(x)); },
+              [](int b) { return std::uint64_t{lowest_key16_of_selector_bin(b)}; });
+    // BF16: the top half of the FP32 key, as the kernel forms it.
+    check_key(k, [](std::uint64_t x) { return selector_bin_of_key32(static_cast<std::uint32_t>(x) << 16); },
+              [](int b) { return std::uint64_t{lowest_key32_of_selector_bin(b) >> 16}; });
+    REQUIRE(selector_bin_of_key16(k) <= previous16);
+    REQUIRE(selector_bin_of_key32(k << 16) <= previous_bf16);
+    previous16 = selector_bin_of_key16(k);
+    previous_bf16 = selector_bin_of_key32(k << 16);
+  }
+  CHECK(previous16 == 0);
+  CHECK(previous_bf16 == 0);
+}
+
+TEST_CASE("selector bins: 32-bit keys around every bin edge and at random", "[selector_bins]") {
+  auto bin = [](std::uint64_t x) { return selector_bin_of_key32(static_cast<std::uint32_t>(x)); };
+  auto lowest = [](int b) { return std::uint64_t{lowest_key32_of_selector_bin(b)}; };
+  for (int b = 0; b < kTopkSelectorBins; ++b) {
+    const std::uint64_t edge = lowest(b);
+    for (std::int64_t d = -2; d <= 2; ++d) {
+      const std::int64_t k = static_cast<std::int64_t>(edge) + d;
+      if (k >= 0 && k <= 0xffffffffll) check_key(static_cast<std::uint64_t>(k), bin, lowest);
+    }
+    if (b > 0) REQUIRE(lowest(b) < lowest(b - 1));  // no empty bin
+  }
+  std::mt19937_64 rng(7);
+  int previous = kTopkSelectorBins;
+  std::uint64_t k = 0;
+  while (k <= 0xffffffffull) {
+    check_key(k, bin, lowest);
+    REQUIRE(bin(k) <= previous);
+    previous = bin(k);
+    k += 1 + rng() % 4096;
+  }
+}
+
+TEST_CASE("selector bins of chosen scores", "[selector_bins]") {
+  CHECK(selector_bin_of_key32(key32(0.0f)) == 511);
+  CHECK(selector_bin_of_key32(key32(-0.0f)) == 511);
+  CHECK(selector_bin_of_key32(key32(std::ldexp(1.0f, -40))) == 511);   // below 2^-32: the zero bin
+  CHECK(selector_bin_of_key32(key32(-std::ldexp(1.0f, -40))) == 512);
+  CHECK(selector_bin_of_key32(key32(1.0f)) == 511 - (32 * 8));         // 2^0 is 32 octaves above 2^-32
+  CHECK(selector_bin_of_key32(key32(1.124f)) == 511 - (32 * 8));       // 8 bins per octave
+  CHECK(selector_bin_of_key32(key32(1.125f)) == 511 - (32 * 8) - 1);
+  CHECK(selector_bin_of_key32(key32(-1.0f)) == 512 + 32 * 8);
+  CHECK(selector_bin_of_key32(key32(std::ldexp(1.0f, 40))) == 0);     // beyond 2^32: the end bins
+  CHECK(selector_bin_of_key32(key32(INFINITY)) == 0);
+  CHECK(selector_bin_of_key32(key32(-INFINITY)) == 1023);
+  // FP16: 1.0 is 0x3c00, exponent 15 -> 15 * 16 bins above the zero bin.
+  CHECK(selector_bin_of_key16(0x3c00u ^ 0x8000u) == 511 - 15 * 16);
+  CHECK(selector_bin_of_key16(0x7c00u ^ 0x8000u) == 511 - 31 * 16);  // +inf
+}
