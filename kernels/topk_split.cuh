@@ -289,10 +289,13 @@ __device__ void topk_split(const TopkParams& p) {
       select_tile(t, base, bounds, k, parity, local, sm);
       parity ^= 1;
     });
-    if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
     if constexpr (kCluster == 1) {
+      // The lists are complete for every thread past this barrier (the scan's own barriers, or one).
+      if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
+      else __syncthreads();
       return local;
     } else {
+      if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
       if (threadIdx.x == 0) {
         sm.published[0] = local.valid;
         sm.published[1] = local.above;
