@@ -243,7 +243,6 @@ __device__ __forceinline__ KeyBounds selector_key_bounds(int bin_t) {
 constexpr int kRefineBits = 10;  // 1024 digits: sm.hist
 __device__ void refine(int size, int need, int first, unsigned long long lo, unsigned long long hi, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
-  constexpr int kPer = kTopkCandidates / kTopkThreads;  // the whole buffer in one chunk
   constexpr int kDigits = 1 << kRefineBits;
   static_assert(kDigits <= kCoarseBins, "the digit counts live in sm.hist");
   int ties = need;  // how many of the candidates with a key in [lo, hi) are still to be taken
@@ -264,28 +263,27 @@ __device__ void refine(int size, int need, int first, unsigned long long lo, uns
     hi = min(hi, lo + (1ull << shift));
     if (d.count == ties) break;
   }
-  // Keys >= hi are all taken (need - ties of them); of the keys in [lo, hi), the first `ties`.
-  unsigned int keys[kPer];
+  // Keys >= hi are all taken (need - ties of them); of the keys in [lo, hi), the first `ties`. Each
+  // thread takes a run of consecutive candidates, as few as `size` allows: one pass counts, the scan
+  // places the runs, a second pass writes.
+  const int per = (size + kTopkThreads - 1) / kTopkThreads;
+  const int from = min(size, static_cast<int>(threadIdx.x) * per), to = min(size, from + per);
   int greater = 0, equal = 0;
-#pragma unroll
-  for (int e = 0; e < kPer; ++e) {
-    const int i = threadIdx.x * kPer + e;
-    keys[e] = i < size ? sm.candidate_key[i] : 0u;
-    greater += i < size && keys[e] >= hi;
-    equal += i < size && keys[e] >= lo && keys[e] < hi;
+  for (int i = from; i < to; ++i) {
+    const unsigned int key = sm.candidate_key[i];
+    greater += key >= hi;
+    equal += key >= lo && key < hi;
   }
   int total;
   const int before = Scan::exclusive(greater | (equal << 16), reinterpret_cast<int*>(sm.scan), total);
   int g = before & 0xffff;
   int q = before >> 16;
-#pragma unroll
-  for (int e = 0; e < kPer; ++e) {
-    const int i = threadIdx.x * kPer + e;
-    if (i >= size) continue;
-    if (keys[e] >= hi) {
+  for (int i = from; i < to; ++i) {
+    const unsigned int key = sm.candidate_key[i];
+    if (key >= hi) {
       sm.out[first + g + min(q, ties)] = sm.candidate_index[i];
       ++g;
-    } else if (keys[e] >= lo) {
+    } else if (key >= lo) {
       if (q < ties) sm.out[first + g + q] = sm.candidate_index[i];
       ++q;
     }

@@ -43,16 +43,35 @@ struct TopkTile {
   static constexpr int kWarpSpan = 32 * kPer * kUnroll;
   static constexpr int kSize = kTopkThreads * kPer * kUnroll;
   unsigned int w[kUnroll][4];
+  // Vectors per lane in use (block-uniform) and the columns per warp: a tile shorter than kSize is
+  // spread over every warp, so each thread holds as few columns as the segment allows.
+  int live = kUnroll;
+  int span = kWarpSpan;
+
+  // Shapes the tile for a segment of `columns` (all of kSize when it is streamed).
+  __device__ __forceinline__ void shape(int columns) {
+    constexpr int kRow = kTopkThreads * kPer;  // columns of one vector per thread
+    live = columns >= kSize ? kUnroll : max(1, (columns + kRow - 1) / kRow);
+    span = live * 32 * kPer;
+  }
 
   // Warp w owns a contiguous span of the tile; its vectors interleave the lanes, so each load
   // instruction of a warp reads 512 contiguous bytes. Column order is (warp, u, lane, e).
-  __device__ __forceinline__ static int column(int base, int u, int e) {
-    return base + (threadIdx.x >> 5) * kWarpSpan + (u * 32 + (threadIdx.x & 31)) * kPer + e;
+  __device__ __forceinline__ int column(int base, int u, int e) const {
+    return base + (threadIdx.x >> 5) * span + (u * 32 + (threadIdx.x & 31)) * kPer + e;
   }
 
   __device__ __forceinline__ Raw get(int u, int e) const {
     if constexpr (kPer == 4) return In::from_bits(w[u][e]);
     else return In::from_bits(w[u][e >> 1] >> ((e & 1) * 16));
+  }
+  // get() with a run-time `e` (u a constant): selects between the four words, so the registers are
+  // never indexed (which would move them to local memory).
+  __device__ __forceinline__ Raw get_dynamic(int u, int e) const {
+    const int i = kPer == 4 ? e : e >> 1;
+    const unsigned int word = i == 0 ? w[u][0] : i == 1 ? w[u][1] : i == 2 ? w[u][2] : w[u][3];
+    if constexpr (kPer == 4) return In::from_bits(word);
+    else return In::from_bits(word >> ((e & 1) * 16));
   }
 
   // Columns at or past `end` read as NaN. `aligned`: the row starts on 16 bytes. Every whole vector is
@@ -63,7 +82,7 @@ struct TopkTile {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int s = column(base, u, 0);
-      const int whole = aligned && s + kPer <= end;
+      const int whole = u < live && aligned && s + kPer <= end;
 #pragma unroll
       for (int i = 0; i < 4; ++i) w[u][i] = fill;
       asm("{\n"
@@ -74,11 +93,11 @@ struct TopkTile {
           : "+r"(w[u][0]), "+r"(w[u][1]), "+r"(w[u][2]), "+r"(w[u][3])
           : "l"(static_cast<const Raw*>(row) + s), "r"(whole));
     }
-    if (aligned && column(base, kUnroll - 1, kPer - 1) < end) return;  // this thread's vectors were all whole
+    if (aligned && column(base, live - 1, kPer - 1) < end) return;  // this thread's vectors were all whole
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int s = column(base, u, 0);
-      if ((aligned && s + kPer <= end) || s >= end) continue;
+      if (u >= live || (aligned && s + kPer <= end) || s >= end) continue;
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         if (s + e >= end) break;
@@ -94,7 +113,7 @@ struct TopkTile {
   }
 
   // Starts moving the tile at `base` into L2 while the registers still hold the current one.
-  __device__ __forceinline__ static void prefetch(const void* row, int base, int end) {
+  __device__ __forceinline__ void prefetch(const void* row, int base, int end) const {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int s = column(base, u, 0);
@@ -106,6 +125,7 @@ struct TopkTile {
   __device__ __forceinline__ void count(TopkSmem& sm) const {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
+      if (u < live)
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw x = get(u, e);
@@ -118,6 +138,7 @@ struct TopkTile {
   __device__ __forceinline__ void count_digits(KeyBounds bounds, int shift, TopkSmem& sm) const {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
+      if (u < live)
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw x = get(u, e);
@@ -160,7 +181,7 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
       const typename In::Raw x = t.get(u, e);
-      if (In::is_nan(x)) continue;
+      if (u >= t.live || In::is_nan(x)) continue;
       ++run.valid;
       const unsigned int key = In::key(x);
       if (key >= bounds.above) kind |= 1u << e;
@@ -176,7 +197,7 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
     for (int d = 1; d < 32; d <<= 1) {
       unsigned int y[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) y[u] = __shfl_up_sync(0xffffffffu, prefix[u], d);
+      for (int u = 0; u < kUnroll; ++u) y[u] = u < t.live ? __shfl_up_sync(0xffffffffu, prefix[u], d) : 0u;
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
         if (lane >= d) prefix[u] += y[u];
@@ -186,7 +207,7 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
   unsigned int warp_total = 0;
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const unsigned int row_total = __shfl_sync(0xffffffffu, prefix[u], 31);
+    const unsigned int row_total = u < t.live ? __shfl_sync(0xffffffffu, prefix[u], 31) : 0u;
     const unsigned int mine = packed_counts(kinds[u]);
     prefix[u] = warp_total + prefix[u] - mine;
     warp_total += row_total;
@@ -200,21 +221,22 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
     before += w < warp ? v : 0;
     tile_total += v;
   }
+  // Only the set kind bits are visited: above bits (0..7) come before candidate bits, each in column order.
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    if (kinds[u] == 0) continue;
     int a = run.above + static_cast<int>((before + prefix[u]) & 0xffffu);
     int c = run.candidates + static_cast<int>((before + prefix[u]) >> 16);
-#pragma unroll
-    for (int e = 0; e < Tile::kPer; ++e) {
-      const int s = Tile::column(base, u, e);
-      if (kinds[u] & (1u << e)) {
-        if (a < k) sm.out[a] = s;  // more than k only when a given histogram lied: detected after the pass
+    const int first = t.column(base, u, 0);
+#pragma unroll 1
+    for (unsigned int m = kinds[u]; m != 0; m &= m - 1) {
+      const int bit = __ffs(m) - 1;
+      if (bit < 8) {
+        if (a < k) sm.out[a] = first + bit;  // more than k only when a given histogram lied: detected after the pass
         ++a;
-      } else if (kinds[u] & (0x100u << e)) {
+      } else {
         if (c < kTopkCandidates) {
-          sm.candidate_index[c] = s;
-          sm.candidate_key[c] = In::key(t.get(u, e));
+          sm.candidate_index[c] = first + bit - 8;
+          sm.candidate_key[c] = In::key(t.get_dynamic(u, bit - 8));
         }
         ++c;
       }
@@ -245,6 +267,7 @@ __device__ void topk_split(const TopkParams& p) {
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
   const bool resident = end - begin <= Tile::kSize;
   Tile tile;
+  tile.shape(end - begin);
   if (resident && begin < end) tile.load(row, begin, end, aligned);
 
   // Calls body(tile, base) for each tile of the segment, in order (CTA-uniform: it may hold barriers).
@@ -253,7 +276,7 @@ __device__ void topk_split(const TopkParams& p) {
     for (int base = begin; base < end; base += Tile::kSize) {  // a resident tile: one iteration, no load
       if (!resident) {                                          // the same registers, streamed
         tile.load(row, base, end, aligned);
-        Tile::prefetch(row, base + Tile::kSize, end);
+        tile.prefetch(row, base + Tile::kSize, end);
       }
       body(tile, base);
     }
