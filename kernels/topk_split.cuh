@@ -3,10 +3,8 @@
 // CTA per row, no cluster features, the form for large batches and for sm_80). A radix select: bin
 // counts first, then the stored dtype's exact key bits.
 //
-//   The row is split into kCluster segments, one per CTA. A CTA reads its segment in tiles of
-//   topk_unroll() 16-byte vectors per thread, all of a tile's loads in flight at once, the next tile
-//   prefetched into L2. A segment of one tile stays in registers between the passes, so the row is read
-//   from memory once.
+//   The row is split into kCluster segments, one per CTA. A CTA's segment passes through shared memory
+//   by cp.async (TopkTile): resident when it fits kStages stages, else streamed through a ring of them.
 //   1. Bin counts: the row's CONTRACT 3 histogram from the logits kernel, or the selector's own bins
 //      (topk_selector_bins.cuh: a shift of the key) counted here and summed over the cluster through
 //      distributed shared memory. The threshold bin T is the bin where the running count reaches k.
@@ -28,132 +26,101 @@
 namespace flash_indexer {
 namespace kernels {
 
-// 16-byte vectors per thread per tile: 64 KiB of loads in flight per CTA for FP32 (16K logits), 32 KiB
-// for FP16/BF16 (also 16K logits). Eight 16-bit vectors do not fit in 128 registers without spills.
-template <LogitsOut kIn>
-constexpr int topk_unroll() {
-  return kIn == LogitsOut::f32 ? 8 : 4;
+// A CTA's segment passes through shared memory (dynamic) in 16-byte vectors: cp.async copies, so the
+// loads of later stages fly while a stage is counted or selected, and no registers hold data in flight.
+// A segment of at most kStages * kStageVectors vectors (16K FP32 or 32K FP16/BF16 logits with 4 stages)
+// is loaded once and stays resident for every pass; a longer one streams through a ring of kStages
+// stages, kStages - 1 of them in flight.
+constexpr int kStageVectors = kTopkStageBytes / 16;
+constexpr int kMaxLive = 8;                      // vectors per thread of a resident tile (4 stages)
+
+__device__ __forceinline__ void cp_async16(unsigned int smem, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(global) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
-// One tile of a segment in registers, as 32-bit words (two 16-bit logits share a word).
-template <class In, int kUnroll>
+// One tile of a segment in shared memory: `live` vectors per thread, thread t owning the consecutive
+// vectors [t * live, (t + 1) * live), so column order is (thread, u, e) and one warp scan of per-thread
+// counts places a whole tile. Vector u of thread t sits in slot u * kTopkThreads + t: a warp's 16-byte
+// reads of one u are contiguous (no bank conflicts).
+template <class In>
 struct TopkTile {
   using Raw = typename In::Raw;
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
-  static constexpr int kWarpSpan = 32 * kPer * kUnroll;
-  static constexpr int kSize = kTopkThreads * kPer * kUnroll;
-  unsigned int w[kUnroll][4];
-  // Vectors per lane in use (block-uniform) and the columns per warp: a tile shorter than kSize is
-  // spread over every warp, so each thread holds as few columns as the segment allows.
-  int live = kUnroll;
-  int span = kWarpSpan;
+  const uint4* slots;  // this tile's first slot
+  int base;            // column of vector 0
+  int live;            // vectors per thread (block-uniform)
 
-  // Shapes the tile for a segment of `columns` (all of kSize when it is streamed).
-  __device__ __forceinline__ void shape(int columns) {
-    constexpr int kRow = kTopkThreads * kPer;  // columns of one vector per thread
-    live = columns >= kSize ? kUnroll : max(1, (columns + kRow - 1) / kRow);
-    span = live * 32 * kPer;
+  __device__ __forceinline__ int column(int i) const {  // i: this thread's i-th logit of the tile
+    return base + static_cast<int>(threadIdx.x) * live * kPer + i;
   }
-
-  // Warp w owns a contiguous span of the tile; its vectors interleave the lanes, so each load
-  // instruction of a warp reads 512 contiguous bytes. Column order is (warp, u, lane, e).
-  __device__ __forceinline__ int column(int base, int u, int e) const {
-    return base + (threadIdx.x >> 5) * span + (u * 32 + (threadIdx.x & 31)) * kPer + e;
-  }
-
-  __device__ __forceinline__ Raw get(int u, int e) const {
-    if constexpr (kPer == 4) return In::from_bits(w[u][e]);
-    else return In::from_bits(w[u][e >> 1] >> ((e & 1) * 16));
-  }
-  // get() with a run-time `e` (u a constant): selects between the four words, so the registers are
-  // never indexed (which would move them to local memory).
-  __device__ __forceinline__ Raw get_dynamic(int u, int e) const {
+  __device__ __forceinline__ uint4 vector(int u) const { return slots[u * kTopkThreads + threadIdx.x]; }
+  __device__ __forceinline__ static Raw element(const uint4& v, int e) {  // e: a constant
     const int i = kPer == 4 ? e : e >> 1;
-    const unsigned int word = i == 0 ? w[u][0] : i == 1 ? w[u][1] : i == 2 ? w[u][2] : w[u][3];
+    const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
     if constexpr (kPer == 4) return In::from_bits(word);
     else return In::from_bits(word >> ((e & 1) * 16));
   }
-
-  // Columns at or past `end` read as NaN. `aligned`: the row starts on 16 bytes. Every whole vector is
-  // one predicated load, issued back to back; the few partial ones (segment tails, rows off 16 bytes) are
-  // patched afterwards, so no load waits for another.
-  __device__ __forceinline__ void load(const void* row, int base, int end, bool aligned) {
-    const unsigned int fill = kPer == 4 ? In::bits(In::nan()) : In::bits(In::nan()) * 0x10001u;
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = column(base, u, 0);
-      const int whole = u < live && aligned && s + kPer <= end;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) w[u][i] = fill;
-      asm("{\n"
-          ".reg .pred p;\n"
-          "setp.ne.b32 p, %5, 0;\n"
-          "@p ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-          "}\n"
-          : "+r"(w[u][0]), "+r"(w[u][1]), "+r"(w[u][2]), "+r"(w[u][3])
-          : "l"(static_cast<const Raw*>(row) + s), "r"(whole));
-    }
-    if (aligned && column(base, live - 1, kPer - 1) < end) return;  // this thread's vectors were all whole
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = column(base, u, 0);
-      if (u >= live || (aligned && s + kPer <= end) || s >= end) continue;
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) {
-        if (s + e >= end) break;
-        const unsigned int b = In::bits(In::load(row, s + e));
-        if constexpr (kPer == 4) {
-          w[u][e] = b;
-        } else {
-          const int shift = (e & 1) * 16;
-          w[u][e >> 1] = (w[u][e >> 1] & ~(0xffffu << shift)) | (b << shift);
-        }
-      }
-    }
+  // This thread's i-th logit, read back from shared memory.
+  __device__ __forceinline__ Raw at(int i) const {
+    const Raw* v = reinterpret_cast<const Raw*>(&slots[(i / kPer) * kTopkThreads + threadIdx.x]);
+    return v[i % kPer];
   }
 
-  // Starts moving the tile at `base` into L2 while the registers still hold the current one.
-  __device__ __forceinline__ void prefetch(const void* row, int base, int end) const {
+  // Copies columns [base, base + live * kTopkThreads * kPer) of the row into the tile's slots; columns at
+  // or past `end` read as NaN. Whole vectors of a 16-byte aligned row go by cp.async (coalesced: thread t
+  // copies vectors t, t + 512, ...); a partial vector and rows off 16 bytes go element by element. The
+  // caller commits, waits and synchronizes the block before the tile is read.
+  __device__ __forceinline__ void load(const void* row, int end, bool aligned, uint4* slots_rw) const {
+    const int vectors = live * kTopkThreads;
+    const Raw nan = In::nan();
+    for (int g = threadIdx.x; g < vectors; g += kTopkThreads) {
+      const int owner = g / live, u = g - owner * live;
+      uint4* slot = slots_rw + u * kTopkThreads + owner;
+      const int s = base + g * kPer;
+      if (aligned && s + kPer <= end) {
+        cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(slot)), static_cast<const Raw*>(row) + s);
+      } else {
+        Raw* out = reinterpret_cast<Raw*>(slot);
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int s = column(base, u, 0);
-      if (s < end) asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const Raw*>(row) + s));
+        for (int e = 0; e < kPer; ++e) out[e] = s + e < end ? In::load(row, s + e) : nan;
+      }
     }
   }
 
   // Adds this tile's selector-bin counts to sm.hist.
   __device__ __forceinline__ void count(TopkSmem& sm) const {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (u < live)
+#pragma unroll 1
+    for (int u = 0; u < live; ++u) {
+      const uint4 v = vector(u);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
-        const Raw x = get(u, e);
+        const Raw x = element(v, e);
         if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin(In::key(x))], 1);
       }
+    }
   }
 
   // Adds the kRefineBits-bit digits (key - bounds.candidate) >> shift of this tile's keys in
   // [bounds.candidate, bounds.above) to sm.hist, the largest digit first.
   __device__ __forceinline__ void count_digits(KeyBounds bounds, int shift, TopkSmem& sm) const {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (u < live)
+#pragma unroll 1
+    for (int u = 0; u < live; ++u) {
+      const uint4 v = vector(u);
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
-        const Raw x = get(u, e);
+        const Raw x = element(v, e);
         const unsigned int key = In::key(x);
         if (!In::is_nan(x) && key >= bounds.candidate && key < bounds.above)
           atomicAdd(&sm.hist[(1 << kRefineBits) - 1 - static_cast<int>((key - bounds.candidate) >> shift)], 1);
       }
+    }
   }
 };
-
-// A lane's select counts of one vector from its kind bits (bit e: above; bit 8 + e: candidate), packed
-// as above | candidates << 16.
-__device__ __forceinline__ unsigned int packed_counts(unsigned int kind) {
-  return __popc(kind & 0xffu) | static_cast<unsigned int>(__popc(kind >> 8)) << 16;
-}
 
 struct SelectRun {
   int valid;       // non-NaN columns
@@ -164,55 +131,40 @@ struct SelectRun {
 // The select pass over one tile: appends the tile's columns in bins before T to sm.out and bin T's to
 // the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
 // alternates between tiles so consecutive tiles do not share the warp-count slots.
-template <class In, int kUnroll>
-__device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds bounds, int k, int parity,
-                            SelectRun& run, TopkSmem& sm) {
-  using Tile = TopkTile<In, kUnroll>;
+template <class In>
+__device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int parity, SelectRun& run, TopkSmem& sm) {
+  using Tile = TopkTile<In>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Counts are packed as above | candidates << 16, unsigned: a tile has at most 32K columns, and a
-  // single-bin tile has all 32K in the upper field.
-  unsigned int kinds[kUnroll];  // bit e: above; bit 8 + e: candidate
-  unsigned int prefix[kUnroll];
-  bool any = false;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    unsigned int kind = 0;
+  // Bit i: this thread's i-th logit of the tile (at most kMaxLive * 8 = 64).
+  unsigned long long above = 0, candidate = 0;
+  int valid = 0;
+#pragma unroll 1
+  for (int u = 0; u < t.live; ++u) {
+    const uint4 v = t.vector(u);
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
-      const typename In::Raw x = t.get(u, e);
-      if (u >= t.live || In::is_nan(x)) continue;
-      ++run.valid;
+      const typename In::Raw x = Tile::element(v, e);
       const unsigned int key = In::key(x);
-      if (key >= bounds.above) kind |= 1u << e;
-      else if (key >= bounds.candidate) kind |= 0x100u << e;
-    }
-    kinds[u] = kind;
-    prefix[u] = packed_counts(kind);  // this lane's counts
-    any = any || kind != 0;
-  }
-  // The kUnroll warp scans side by side (independent shuffles in flight), not one after the other.
-  if (__any_sync(0xffffffffu, any)) {
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      unsigned int y[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) y[u] = u < t.live ? __shfl_up_sync(0xffffffffu, prefix[u], d) : 0u;
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (lane >= d) prefix[u] += y[u];
+      const bool ok = !In::is_nan(x);
+      valid += ok;
+      const unsigned long long bit = 1ull << (u * Tile::kPer + e);
+      if (ok && key >= bounds.above) above |= bit;
+      else if (ok && key >= bounds.candidate) candidate |= bit;
     }
   }
-  // prefix[u] is now inclusive within vector row u; make it exclusive over (u, lane) in column order.
-  unsigned int warp_total = 0;
+  run.valid += valid;
+  // Packed as above | candidates << 16: a tile has at most 32K columns; a single-bin tile has all of them
+  // in the upper field, which holds them unsigned.
+  const unsigned int mine = static_cast<unsigned int>(__popcll(above)) | static_cast<unsigned int>(__popcll(candidate)) << 16;
+  unsigned int prefix = mine;
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const unsigned int row_total = u < t.live ? __shfl_sync(0xffffffffu, prefix[u], 31) : 0u;
-    const unsigned int mine = packed_counts(kinds[u]);
-    prefix[u] = warp_total + prefix[u] - mine;
-    warp_total += row_total;
+  for (int d = 1; d < 32; d <<= 1) {
+    const unsigned int y = __shfl_up_sync(0xffffffffu, prefix, d);
+    if (lane >= d) prefix += y;
   }
-  if (lane == 0) sm.warp_runs[parity][warp] = warp_total;
+  if (lane == 31) sm.warp_runs[parity][warp] = prefix;
+  prefix -= mine;
   __syncthreads();
   unsigned int before = 0, tile_total = 0;
 #pragma unroll
@@ -221,38 +173,34 @@ __device__ void select_tile(const TopkTile<In, kUnroll>& t, int base, KeyBounds 
     before += w < warp ? v : 0;
     tile_total += v;
   }
-  // Only the set kind bits are visited: above bits (0..7) come before candidate bits, each in column order.
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    int a = run.above + static_cast<int>((before + prefix[u]) & 0xffffu);
-    int c = run.candidates + static_cast<int>((before + prefix[u]) >> 16);
-    const int first = t.column(base, u, 0);
-#pragma unroll 1
-    for (unsigned int m = kinds[u]; m != 0; m &= m - 1) {
-      const int bit = __ffs(m) - 1;
-      if (bit < 8) {
-        if (a < k) sm.out[a] = first + bit;  // more than k only when a given histogram lied: detected after the pass
-        ++a;
-      } else {
-        if (c < kTopkCandidates) {
-          sm.candidate_index[c] = first + bit - 8;
-          sm.candidate_key[c] = In::key(t.get_dynamic(u, bit - 8));
-        }
-        ++c;
-      }
+  before += prefix;
+  int a = run.above + static_cast<int>(before & 0xffffu);
+  int c = run.candidates + static_cast<int>(before >> 16);
+  for (unsigned long long m = above; m != 0; m &= m - 1) {
+    if (a < k) sm.out[a] = t.column(__ffsll(m) - 1);  // more than k only when a given histogram lied: detected after the pass
+    ++a;
+  }
+  for (unsigned long long m = candidate; m != 0; m &= m - 1) {
+    const int i = __ffsll(m) - 1;
+    if (c < kTopkCandidates) {
+      sm.candidate_index[c] = t.column(i);
+      sm.candidate_key[c] = In::key(t.at(i));
     }
+    ++c;
   }
   run.above += static_cast<int>(tile_total & 0xffffu);
   run.candidates += static_cast<int>(tile_total >> 16);
 }
 
-template <LogitsOut kIn, int kCluster>
+template <LogitsOut kIn, int kCluster, int kStages>
 __device__ void topk_split(const TopkParams& p) {
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
+  static_assert(kStages >= 2 && kStages * kStageVectors <= kMaxLive * kTopkThreads, "stages");
   using In = TopkInput<kIn>;
-  using Tile = TopkTile<In, topk_unroll<kIn>()>;
+  using Tile = TopkTile<In>;
   using Scan = BlockScan<kTopkThreads>;
   __shared__ TopkSmem sm;
+  extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
 
   const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
   const int r = blockIdx.x / kCluster;
@@ -265,21 +213,47 @@ __device__ void topk_split(const TopkParams& p) {
   const long long per_cta = ((static_cast<long long>(len) + kCluster - 1) / kCluster + Tile::kPer - 1) / Tile::kPer * Tile::kPer;
   const int begin = static_cast<int>(min(static_cast<long long>(len), rank * per_cta));
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
-  const bool resident = end - begin <= Tile::kSize;
-  Tile tile;
-  tile.shape(end - begin);
-  if (resident && begin < end) tile.load(row, begin, end, aligned);
+  const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
+  const bool resident = vectors <= kStages * kStageVectors;
+  if (resident && vectors > 0) {  // loaded once; every pass reads it
+    const Tile t{topk_stages, begin, (vectors + kTopkThreads - 1) / kTopkThreads};
+    t.load(row, end, aligned, topk_stages);
+    cp_async_commit();
+  }
 
-  // Calls body(tile, base) for each tile of the segment, in order (CTA-uniform: it may hold barriers).
+  // Calls body(tile) for each tile of the segment, in order (CTA-uniform: it may hold barriers). A
+  // streamed segment goes through the ring: stage i waits for its copies and a barrier (which also
+  // frees the slot of stage i - 1), starts the copies of stage i + kStages - 1 there, then is processed.
+  bool waited = false;
   auto for_each_tile = [&](auto&& body) {
-#pragma unroll 1
-    for (int base = begin; base < end; base += Tile::kSize) {  // a resident tile: one iteration, no load
-      if (!resident) {                                          // the same registers, streamed
-        tile.load(row, base, end, aligned);
-        tile.prefetch(row, base + Tile::kSize, end);
+    if (vectors == 0) return;
+    if (resident) {
+      if (!waited) {
+        cp_async_wait<0>();
+        __syncthreads();
+        waited = true;
       }
-      body(tile, base);
+      body(Tile{topk_stages, begin, (vectors + kTopkThreads - 1) / kTopkThreads});
+      return;
     }
+    constexpr int kStageColumns = kStageVectors * Tile::kPer;
+    const int stages = (end - begin + kStageColumns - 1) / kStageColumns;
+    auto stage = [&](int i) { return Tile{topk_stages + (i % kStages) * kStageVectors, begin + i * kStageColumns, 2}; };
+#pragma unroll 1
+    for (int i = 0; i < kStages - 1; ++i) {
+      if (i < stages) stage(i).load(row, end, aligned, topk_stages + (i % kStages) * kStageVectors);
+      cp_async_commit();  // empty groups keep the count of groups in flight fixed
+    }
+#pragma unroll 1
+    for (int i = 0; i < stages; ++i) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int next = i + kStages - 1;
+      if (next < stages) stage(next).load(row, end, aligned, topk_stages + (next % kStages) * kStageVectors);
+      cp_async_commit();
+      body(stage(i));
+    }
+    __syncthreads();  // the ring's slots are free for the next pass
   };
 
   // Sums `n` counts of sm.hist over the cluster (into sm.row_hist; sm.hist itself with no cluster).
@@ -308,8 +282,8 @@ __device__ void topk_split(const TopkParams& p) {
   auto select_row = [&](KeyBounds bounds, bool count_valid) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
-    for_each_tile([&](const Tile& t, int base) {
-      select_tile(t, base, bounds, k, parity, local, sm);
+    for_each_tile([&](const Tile& t) {
+      select_tile(t, bounds, k, parity, local, sm);
       parity ^= 1;
     });
     if constexpr (kCluster == 1) {
@@ -364,7 +338,7 @@ __device__ void topk_split(const TopkParams& p) {
       if (counts == nullptr) {
         for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
         __syncthreads();
-        for_each_tile([&](const Tile& tl, int) { tl.count(sm); });
+        for_each_tile([&](const Tile& tl) { tl.count(sm); });
         counts = cluster_counts(kCoarseBins);
       }
       t = find_threshold<kCoarseBins>(counts, k, histogram_use == 1, sm);
@@ -394,7 +368,7 @@ __device__ void topk_split(const TopkParams& p) {
     const int shift = max(0, 32 - __clz(static_cast<int>(span)) - kRefineBits);
     for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
     __syncthreads();
-    for_each_tile([&](const Tile& tl, int) { tl.count_digits(bounds, shift, sm); });
+    for_each_tile([&](const Tile& tl) { tl.count_digits(bounds, shift, sm); });
     const Threshold d = find_threshold<kCoarseBins>(cluster_counts(kCoarseBins), k - total.above, false, sm);
     const int digit = (1 << kRefineBits) - 1 - d.bin;
     const unsigned long long upper =

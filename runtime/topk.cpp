@@ -87,6 +87,15 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
   return split;
 }
 
+// Stages of the shared-memory staging ring (kernels/topk_split.cuh), 16 KiB each: 4 where a CTA may
+// take 227 KiB (sm_80, sm_90, sm_100), so two CTAs of 4 stages and the static part share an SM and a
+// segment of 16K FP32 logits stays resident; 2 on the parts with 99 KiB per CTA.
+static int topk_stages(const Arch& arch) {
+  return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10 ? 4 : 2;
+}
+// Two CTAs per SM: the per-row path is latency-bound, and a second CTA hides it.
+constexpr int kTopkCtasPerSm = 2;
+
 KernelSpec topk_kernel_spec(const TopkConfig& c) {
   c.check_supported();
   KernelSpec spec;
@@ -94,16 +103,18 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
   spec.threads = kernels::kTopkThreads;
-  spec.smem_bytes = 0;  // static shared memory only
+  const int stages = topk_stages(c.arch);
+  spec.smem_bytes = static_cast<unsigned>(stages * kernels::kTopkStageBytes);  // the staging ring
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"topk_split.cuh\"\n"
-      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, 1) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
-      "  flash_indexer::kernels::topk_split<flash_indexer::kernels::LogitsOut::{in}, {split}>(p);\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_split<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
-      fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split));
+      fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("stages", stages),
+      fmt::arg("ctas", kTopkCtasPerSm));
   spec.config = {{"kind", "topk"},
                  {"variant", "split"},
                  {"split", c.split},
