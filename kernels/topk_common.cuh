@@ -22,13 +22,14 @@ struct TopkInput<LogitsOut::f32> {
   __device__ __forceinline__ static Raw load(const void* row, int s) { return __ldg(static_cast<const float*>(row) + s); }
   __device__ __forceinline__ static bool is_nan(Raw x) { return x != x; }
   __device__ __forceinline__ static float value(Raw x) { return x; }
+  // x + 0 turns -0 into +0 (and leaves every other value, NaN aside, as it is): three instructions.
   __device__ __forceinline__ static unsigned int key(Raw x) {
-    unsigned int b = float_bits(x);
-    if ((b << 1) == 0u) b = 0u;
-    return b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u);
+    const unsigned int b = float_bits(x + 0.0f);
+    return b ^ (static_cast<unsigned int>(static_cast<int>(b) >> 31) | 0x80000000u);
   }
   __device__ __forceinline__ static int bin(Raw x) { return coarse_bin(x); }
   __device__ __forceinline__ static int selector_bin(unsigned int key) { return selector_bin_of_key32(key); }
+  __device__ __forceinline__ static int selector_bin_of(Raw x) { return selector_bin_of_bits32(float_bits(x)); }
   __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) { return lowest_key32_of_selector_bin(b); }
   // Fills the columns past a segment's end, so they drop out wherever NaN does.
   __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
@@ -72,6 +73,9 @@ struct TopkInput16 {
   __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) {
     return kIn == LogitsOut::f16 ? lowest_key16_of_selector_bin(b) : lowest_key32_of_selector_bin(b) >> 16;
   }
+  __device__ __forceinline__ static int selector_bin_of(Raw x) {
+    return kIn == LogitsOut::f16 ? selector_bin_of_bits16(x) : selector_bin_of_bits32(static_cast<unsigned int>(x) << 16);
+  }
   __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
   __device__ __forceinline__ static unsigned int bits(Raw x) { return x; }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
@@ -101,7 +105,7 @@ struct TopkSmem {
   };
   long long scan[kTopkThreads / 32];
   long long found[3];  // threshold search result: bin, count above it, count in it
-  unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
+  alignas(16) unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
   unsigned int key_bounds[2];  // lowest key of bins <= T, of bins <= T - 1 (KeyBounds)
 };

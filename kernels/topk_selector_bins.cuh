@@ -59,5 +59,21 @@ FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key16_of_selector_bin(int bin
   return 0x8000u - ((static_cast<unsigned int>(bin - 512) + 1u) << kSelectorShift16);
 }
 
+// The same bins straight from the stored bits of a non-NaN score (no key): what the counting pass uses.
+// FP32 bits, or BF16 bits shifted left by 16; -0 goes with +0.
+FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_bits32(unsigned int bits) {
+  const unsigned int magnitude = bits & 0x7fffffffu;
+  const unsigned int code = magnitude >> kSelectorShift32;
+  const int m = code <= kSelectorLowest32 ? 0 : code - kSelectorLowest32 >= 511u ? 511 : static_cast<int>(code - kSelectorLowest32);
+  return (bits >> 31) != 0 && magnitude != 0 ? 512 + m : 511 - m;
+}
+
+// FP16 bits.
+FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_bits16(unsigned int bits) {
+  const unsigned int magnitude = bits & 0x7fffu;
+  const int m = static_cast<int>(magnitude >> kSelectorShift16);
+  return (bits & 0x8000u) != 0 && magnitude != 0 ? 512 + m : 511 - m;
+}
+
 }  // namespace kernels
 }  // namespace flash_indexer

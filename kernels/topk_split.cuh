@@ -100,7 +100,7 @@ struct TopkTile {
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw x = element(v, e);
-        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin(In::key(x))], 1);
+        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
       }
     }
   }
@@ -136,22 +136,26 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   using Tile = TopkTile<In>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Bit i: this thread's i-th logit of the tile (at most kMaxLive * 8 = 64).
+  // Bit i: this thread's i-th logit of the tile (at most kMaxLive * 8 = 64). NaN gets key 0, below both
+  // bounds (raised to 1: every score's key is larger).
+  const unsigned int above_key = max(bounds.above, 1u), candidate_key = max(bounds.candidate, 1u);
   unsigned long long above = 0, candidate = 0;
   int valid = 0;
 #pragma unroll 1
   for (int u = 0; u < t.live; ++u) {
     const uint4 v = t.vector(u);
+    unsigned int a = 0, c = 0;  // this vector's bits
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
       const typename In::Raw x = Tile::element(v, e);
-      const unsigned int key = In::key(x);
       const bool ok = !In::is_nan(x);
+      const unsigned int key = ok ? In::key(x) : 0u;
       valid += ok;
-      const unsigned long long bit = 1ull << (u * Tile::kPer + e);
-      if (ok && key >= bounds.above) above |= bit;
-      else if (ok && key >= bounds.candidate) candidate |= bit;
+      a |= key >= above_key ? 1u << e : 0u;
+      c |= key >= candidate_key ? 1u << e : 0u;
     }
+    above |= static_cast<unsigned long long>(a) << (u * Tile::kPer);
+    candidate |= static_cast<unsigned long long>(c & ~a) << (u * Tile::kPer);
   }
   run.valid += valid;
   // Packed as above | candidates << 16: a tile has at most 32K columns; a single-bin tile has all of them
@@ -168,10 +172,14 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   __syncthreads();
   unsigned int before = 0, tile_total = 0;
 #pragma unroll
-  for (int w = 0; w < kWarps; ++w) {
-    const unsigned int v = sm.warp_runs[parity][w];
-    before += w < warp ? v : 0;
-    tile_total += v;
+  for (int w4 = 0; w4 < kWarps / 4; ++w4) {
+    const uint4 v = reinterpret_cast<const uint4*>(sm.warp_runs[parity])[w4];
+    const unsigned int q[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      before += w4 * 4 + j < warp ? q[j] : 0u;
+      tile_total += q[j];
+    }
   }
   before += prefix;
   int a = run.above + static_cast<int>(before & 0xffffu);
@@ -236,21 +244,21 @@ __device__ void topk_split(const TopkParams& p) {
       body(Tile{topk_stages, begin, (vectors + kTopkThreads - 1) / kTopkThreads});
       return;
     }
-    constexpr int kStageColumns = kStageVectors * Tile::kPer;
-    const int stages = (end - begin + kStageColumns - 1) / kStageColumns;
-    auto stage = [&](int i) { return Tile{topk_stages + (i % kStages) * kStageVectors, begin + i * kStageColumns, 2}; };
-#pragma unroll 1
-    for (int i = 0; i < kStages - 1; ++i) {
-      if (i < stages) stage(i).load(row, end, aligned, topk_stages + (i % kStages) * kStageVectors);
-      cp_async_commit();  // empty groups keep the count of groups in flight fixed
-    }
+    // Two halves of the buffer, each a tile of kRingLive vectors per thread.
+    constexpr int kRingLive = kStages * kStageVectors / (2 * kTopkThreads);
+    constexpr int kRingColumns = kRingLive * kTopkThreads * Tile::kPer;
+    const int stages = (end - begin + kRingColumns - 1) / kRingColumns;
+    auto stage = [&](int i) { return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive}; };
+    stage(0).load(row, end, aligned, topk_stages);
+    cp_async_commit();
 #pragma unroll 1
     for (int i = 0; i < stages; ++i) {
-      cp_async_wait<kStages - 2>();
-      __syncthreads();
-      const int next = i + kStages - 1;
-      if (next < stages) stage(next).load(row, end, aligned, topk_stages + (next % kStages) * kStageVectors);
-      cp_async_commit();
+      cp_async_wait<0>();
+      __syncthreads();  // stage i is in; every thread is done with stage i - 1, whose half takes stage i + 1
+      if (i + 1 < stages) {
+        stage(i + 1).load(row, end, aligned, topk_stages + ((i + 1) & 1) * kRingLive * kTopkThreads);
+        cp_async_commit();
+      }
       body(stage(i));
     }
     __syncthreads();  // the ring's slots are free for the next pass

@@ -88,3 +88,24 @@ TEST_CASE("selector bins of chosen scores", "[selector_bins]") {
   CHECK(selector_bin_of_key16(0x3c00u ^ 0x8000u) == 511 - 15 * 16);
   CHECK(selector_bin_of_key16(0x7c00u ^ 0x8000u) == 511 - 31 * 16);  // +inf
 }
+
+TEST_CASE("selector bins from stored bits equal the bins of the keys", "[selector_bins]") {
+  auto key16 = [](std::uint32_t b) {
+    if ((b & 0x7fffu) == 0) b = 0;
+    return b ^ ((b & 0x8000u) ? 0xffffu : 0x8000u);
+  };
+  for (std::uint32_t b = 0; b <= 0xffffu; ++b) {
+    if ((b & 0x7fffu) <= 0x7c00u)  // FP16 non-NaN
+      REQUIRE(selector_bin_of_bits16(b) == selector_bin_of_key16(key16(b)));
+    if ((b & 0x7fffu) <= 0x7f80u)  // BF16 non-NaN
+      REQUIRE(selector_bin_of_bits32(b << 16) == selector_bin_of_key32(key16(b) << 16));
+  }
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 2000000; ++i) {
+    const auto b = static_cast<std::uint32_t>(rng());
+    if ((b & 0x7fffffffu) > 0x7f800000u) continue;  // NaN
+    REQUIRE(selector_bin_of_bits32(b) == selector_bin_of_key32(key32(std::bit_cast<float>(b))));
+  }
+  CHECK(selector_bin_of_bits32(0x80000000u) == 511);  // -0
+  CHECK(selector_bin_of_bits16(0x8000u) == 511);
+}
