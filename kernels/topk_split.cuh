@@ -53,7 +53,13 @@ struct TopkTile {
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
   const uint4* slots;  // this tile's first slot
   int base;            // column of vector 0
-  int live;            // vectors per thread (block-uniform)
+  int live;            // vectors per thread (block-uniform): 1, 2, 4 or 8
+  __device__ __forceinline__ int live_shift() const { return live >= 4 ? (live >> 2) + 1 : live >> 1; }
+  // Vectors per thread for a tile of `vectors` vectors: a power of two, so the loader needs no division.
+  __device__ __forceinline__ static int live_for(int vectors) {
+    const int per = (vectors + kTopkThreads - 1) / kTopkThreads;
+    return per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8;
+  }
 
   __device__ __forceinline__ int column(int i) const {  // i: this thread's i-th logit of the tile
     return base + static_cast<int>(threadIdx.x) * live * kPer + i;
@@ -79,7 +85,7 @@ struct TopkTile {
     const int vectors = live * kTopkThreads;
     const Raw nan = In::nan();
     for (int g = threadIdx.x; g < vectors; g += kTopkThreads) {
-      const int owner = g / live, u = g - owner * live;
+      const int owner = g >> live_shift(), u = g & (live - 1);
       uint4* slot = slots_rw + u * kTopkThreads + owner;
       const int s = base + g * kPer;
       if (aligned && s + kPer <= end) {
@@ -122,6 +128,15 @@ struct TopkTile {
   }
 };
 
+template <bool kNarrow>
+struct TopkMask {
+  using Type = unsigned long long;
+};
+template <>
+struct TopkMask<true> {
+  using Type = unsigned int;
+};
+
 struct SelectRun {
   int valid;       // non-NaN columns
   int above;       // columns in bins before T
@@ -130,16 +145,24 @@ struct SelectRun {
 
 // The select pass over one tile: appends the tile's columns in bins before T to sm.out and bin T's to
 // the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
-// alternates between tiles so consecutive tiles do not share the warp-count slots.
-template <class In>
+// alternates between tiles so consecutive tiles do not share the warp-count slots. kCountValid: also
+// count the non-NaN logits (only to check a given histogram).
+template <bool kCountValid, class In>
 __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int parity, SelectRun& run, TopkSmem& sm) {
   using Tile = TopkTile<In>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // Bit i: this thread's i-th logit of the tile (at most kMaxLive * 8 = 64). NaN gets key 0, below both
-  // bounds (raised to 1: every score's key is larger).
-  const unsigned int above_key = max(bounds.above, 1u), candidate_key = max(bounds.candidate, 1u);
-  unsigned long long above = 0, candidate = 0;
+  // The bounds as values: for a score x, key(x) >= b iff x >= from_key(b), -0 and +0 alike, and NaN is
+  // never >= anything. A bound past +inf's key reads as NaN (nothing qualifies); one at or below -inf's
+  // key as -inf (every score does). So a logit costs two float compares.
+  auto bound_value = [](unsigned int b) {
+    return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b > In::kMaxKey ? In::kMaxKey : b));
+  };
+  const float above_at = bounds.above > In::kMaxKey ? __int_as_float(0x7fc00000) : bound_value(bounds.above);
+  const float candidate_at = bounds.candidate > In::kMaxKey ? __int_as_float(0x7fc00000) : bound_value(bounds.candidate);
+  // Bit i: this thread's i-th logit of the tile (kMaxLive * kPer bits: 32 for FP32, 64 for 16-bit).
+  using Mask = typename TopkMask<(kMaxLive * Tile::kPer <= 32)>::Type;
+  Mask above = 0, candidate = 0;
   int valid = 0;
 #pragma unroll 1
   for (int u = 0; u < t.live; ++u) {
@@ -147,20 +170,19 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
     unsigned int a = 0, c = 0;  // this vector's bits
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
-      const typename In::Raw x = Tile::element(v, e);
-      const bool ok = !In::is_nan(x);
-      const unsigned int key = ok ? In::key(x) : 0u;
-      valid += ok;
-      a |= key >= above_key ? 1u << e : 0u;
-      c |= key >= candidate_key ? 1u << e : 0u;
+      const float x = In::value(Tile::element(v, e));
+      if (kCountValid) valid += x == x;
+      a |= x >= above_at ? 1u << e : 0u;
+      c |= x >= candidate_at ? 1u << e : 0u;
     }
-    above |= static_cast<unsigned long long>(a) << (u * Tile::kPer);
-    candidate |= static_cast<unsigned long long>(c & ~a) << (u * Tile::kPer);
+    above |= static_cast<Mask>(a) << (u * Tile::kPer);
+    candidate |= static_cast<Mask>(c & ~a) << (u * Tile::kPer);
   }
   run.valid += valid;
   // Packed as above | candidates << 16: a tile has at most 32K columns; a single-bin tile has all of them
   // in the upper field, which holds them unsigned.
   const unsigned int mine = static_cast<unsigned int>(__popcll(above)) | static_cast<unsigned int>(__popcll(candidate)) << 16;
+  static_assert(sizeof(Mask) <= 8, "mask");
   unsigned int prefix = mine;
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
@@ -184,11 +206,11 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   before += prefix;
   int a = run.above + static_cast<int>(before & 0xffffu);
   int c = run.candidates + static_cast<int>(before >> 16);
-  for (unsigned long long m = above; m != 0; m &= m - 1) {
+  for (Mask m = above; m != 0; m &= m - 1) {
     if (a < k) sm.out[a] = t.column(__ffsll(m) - 1);  // more than k only when a given histogram lied: detected after the pass
     ++a;
   }
-  for (unsigned long long m = candidate; m != 0; m &= m - 1) {
+  for (Mask m = candidate; m != 0; m &= m - 1) {
     const int i = __ffsll(m) - 1;
     if (c < kTopkCandidates) {
       sm.candidate_index[c] = t.column(i);
@@ -224,7 +246,7 @@ __device__ void topk_split(const TopkParams& p) {
   const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
   const bool resident = vectors <= kStages * kStageVectors;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
-    const Tile t{topk_stages, begin, (vectors + kTopkThreads - 1) / kTopkThreads};
+    const Tile t{topk_stages, begin, Tile::live_for(vectors)};
     t.load(row, end, aligned, topk_stages);
     cp_async_commit();
   }
@@ -241,7 +263,7 @@ __device__ void topk_split(const TopkParams& p) {
         __syncthreads();
         waited = true;
       }
-      body(Tile{topk_stages, begin, (vectors + kTopkThreads - 1) / kTopkThreads});
+      body(Tile{topk_stages, begin, Tile::live_for(vectors)});
       return;
     }
     // Two halves of the buffer, each a tile of kRingLive vectors per thread.
@@ -290,10 +312,17 @@ __device__ void topk_split(const TopkParams& p) {
   auto select_row = [&](KeyBounds bounds, bool count_valid) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
-    for_each_tile([&](const Tile& t) {
-      select_tile(t, bounds, k, parity, local, sm);
-      parity ^= 1;
-    });
+    if (count_valid) {
+      for_each_tile([&](const Tile& t) {
+        select_tile<true>(t, bounds, k, parity, local, sm);
+        parity ^= 1;
+      });
+    } else {
+      for_each_tile([&](const Tile& t) {
+        select_tile<false>(t, bounds, k, parity, local, sm);
+        parity ^= 1;
+      });
+    }
     if constexpr (kCluster == 1) {
       // The lists are complete for every thread past this barrier (the scan's own barriers, or one).
       if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
