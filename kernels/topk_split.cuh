@@ -45,8 +45,8 @@ __device__ __forceinline__ void cp_async_wait() {
 
 // One tile of a segment in shared memory: `live` vectors per thread, thread t owning the consecutive
 // vectors [t * live, (t + 1) * live), so column order is (thread, u, e) and one warp scan of per-thread
-// counts places a whole tile. Vector u of thread t sits in slot u * kTopkThreads + t: a warp's 16-byte
-// reads of one u are contiguous (no bank conflicts).
+// counts places a whole tile. The vectors are copied in global order (coalesced) into swizzled slots
+// (slot()), so neither the copies nor the owners' reads conflict on shared-memory banks.
 template <class In>
 struct TopkTile {
   using Raw = typename In::Raw;
@@ -64,7 +64,12 @@ struct TopkTile {
   __device__ __forceinline__ int column(int i) const {  // i: this thread's i-th logit of the tile
     return base + static_cast<int>(threadIdx.x) * live * kPer + i;
   }
-  __device__ __forceinline__ uint4 vector(int u) const { return slots[u * kTopkThreads + threadIdx.x]; }
+  // Slot of vector u of thread `owner`: row u, the owner's index with its low 3 bits swizzled by u. Eight
+  // lanes of a 16-byte access (one shared-memory wavefront) then hit eight different bank quads, both
+  // for the loader (consecutive vectors: a few owners, several u) and for the owner's reads (one u,
+  // consecutive owners).
+  __device__ __forceinline__ int slot(int u, int owner) const { return u * kTopkThreads + (owner ^ (u * (8 / live))); }
+  __device__ __forceinline__ uint4 vector(int u) const { return slots[slot(u, threadIdx.x)]; }
   __device__ __forceinline__ static Raw element(const uint4& v, int e) {  // e: a constant
     const int i = kPer == 4 ? e : e >> 1;
     const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
@@ -73,7 +78,7 @@ struct TopkTile {
   }
   // This thread's i-th logit, read back from shared memory.
   __device__ __forceinline__ Raw at(int i) const {
-    const Raw* v = reinterpret_cast<const Raw*>(&slots[(i / kPer) * kTopkThreads + threadIdx.x]);
+    const Raw* v = reinterpret_cast<const Raw*>(&slots[slot(i / kPer, threadIdx.x)]);
     return v[i % kPer];
   }
 
@@ -86,7 +91,7 @@ struct TopkTile {
     const Raw nan = In::nan();
     for (int g = threadIdx.x; g < vectors; g += kTopkThreads) {
       const int owner = g >> live_shift(), u = g & (live - 1);
-      uint4* slot = slots_rw + u * kTopkThreads + owner;
+      uint4* slot = slots_rw + this->slot(u, owner);
       const int s = base + g * kPer;
       if (aligned && s + kPer <= end) {
         cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(slot)), static_cast<const Raw*>(row) + s);
