@@ -108,6 +108,7 @@ struct TopkSmem {
   alignas(16) unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
   unsigned int key_bounds[2];  // lowest key of bins <= T, of bins <= T - 1 (KeyBounds)
+  unsigned int kth_key;        // the k-th score's key, for the report of a sampled row (atomicMin)
 };
 static_assert(kTopkSelectorBins == kCoarseBins, "selector and contract counts share sm.hist");
 
@@ -269,15 +270,19 @@ __device__ void refine(int size, int need, int first, unsigned long long lo, uns
   }
   // Keys >= hi are all taken (need - ties of them); of the keys in [lo, hi), the first `ties`. Each
   // thread takes a run of consecutive candidates, as few as `size` allows: one pass counts, the scan
-  // places the runs, a second pass writes.
+  // places the runs, a second pass writes. The k-th key is the smallest key in [lo, hi) (sm.kth_key).
   const int per = (size + kTopkThreads - 1) / kTopkThreads;
   const int from = min(size, static_cast<int>(threadIdx.x) * per), to = min(size, from + per);
   int greater = 0, equal = 0;
+  unsigned int smallest = ~0u;
   for (int i = from; i < to; ++i) {
     const unsigned int key = sm.candidate_key[i];
     greater += key >= hi;
-    equal += key >= lo && key < hi;
+    const bool in = key >= lo && key < hi;
+    equal += in;
+    if (in) smallest = min(smallest, key);
   }
+  if (smallest != ~0u) atomicMin(&sm.kth_key, smallest);
   int total;
   const int before = Scan::exclusive(greater | (equal << 16), reinterpret_cast<int*>(sm.scan), total);
   int g = before & 0xffff;

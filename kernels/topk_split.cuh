@@ -227,6 +227,49 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   run.candidates += static_cast<int>(tile_total >> 16);
 }
 
+// A cutoff key for a long streamed row, from a sample of it: kTopkThreads * 8 logits in 16-byte vectors
+// spread evenly over [begin, end) (a 16-byte aligned row), counted in selector bins. The cutoff is where
+// the sample's running count reaches `target` scaled to the sample, placed inside that bin by linear
+// interpolation (keys are linear in the value within a bin). The caller selects every column at or
+// above it and keeps the result only if between k and kTopkCandidates columns qualify. Every thread of
+// the block must call it.
+template <class In>
+__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, TopkSmem& sm) {
+  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
+  constexpr int kVectors = 8 / kPer;  // per thread: 8 logits
+  constexpr int kSample = kTopkThreads * 8;
+  for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
+  const long long vectors = (end - begin) / kPer;
+  uint4 v[kVectors];
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const long long g = (static_cast<long long>(threadIdx.x) * kVectors + j) * vectors / (kTopkThreads * kVectors);
+    v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin + g * kPer));
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) {
+    const unsigned int w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const typename In::Raw x = kPer == 4 ? In::from_bits(w[e]) : In::from_bits(w[e >> 1] >> ((e & 1) * 16));
+      if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
+    }
+  }
+  __syncthreads();
+  const long long want = (static_cast<long long>(target) * kSample + (end - begin) - 1) / (end - begin);
+  const Threshold d = find_threshold<kCoarseBins>(sm.hist, max(1ll, want), false, sm);
+  if (d.bin >= kCoarseBins) return In::kMinKey;  // too few in the sample: everything qualifies (and overflows)
+  const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
+  const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
+  // The wanted count's share of the bin, from its top.
+  const unsigned long long share = static_cast<unsigned long long>(want - d.above) * (hi - lo) / static_cast<unsigned long long>(d.count);
+  return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+}
+
+// Rows from this long (per CTA, no histogram given) are selected from a sampled cutoff in one pass.
+constexpr int kTopkSampledColumns = 16384;
+
 template <LogitsOut kIn, int kCluster, int kStages>
 __device__ void topk_split(const TopkParams& p) {
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
@@ -250,6 +293,7 @@ __device__ void topk_split(const TopkParams& p) {
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
   const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
   const bool resident = vectors <= kStages * kStageVectors;
+  if (threadIdx.x == 0) sm.kth_key = ~0u;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
     const Tile t{topk_stages, begin, Tile::live_for(vectors)};
     t.load(row, end, aligned, topk_stages);
@@ -276,8 +320,26 @@ __device__ void topk_split(const TopkParams& p) {
     constexpr int kRingColumns = kRingLive * kTopkThreads * Tile::kPer;
     const int stages = (end - begin + kRingColumns - 1) / kRingColumns;
     auto stage = [&](int i) { return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive}; };
+    // Stages further ahead go into L2 only (one bulk prefetch each, sm_90), so more of the row is in
+    // flight than the ring holds.
+    auto prefetch = [&](int i) {
+#if __CUDA_ARCH__ >= 900
+      if (threadIdx.x == 0 && aligned && i < stages) {
+        const int from = begin + i * kRingColumns, to = min(end, from + kRingColumns);
+        const unsigned int bytes = static_cast<unsigned int>((to - from) * sizeof(typename In::Raw)) & ~15u;
+        if (bytes != 0)
+          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const typename In::Raw*>(row) + from),
+                       "r"(bytes)
+                       : "memory");
+      }
+#else
+      (void)i;
+#endif
+    };
     stage(0).load(row, end, aligned, topk_stages);
     cp_async_commit();
+    prefetch(1);
+    prefetch(2);
 #pragma unroll 1
     for (int i = 0; i < stages; ++i) {
       cp_async_wait<0>();
@@ -286,6 +348,7 @@ __device__ void topk_split(const TopkParams& p) {
         stage(i + 1).load(row, end, aligned, topk_stages + ((i + 1) & 1) * kRingLive * kTopkThreads);
         cp_async_commit();
       }
+      prefetch(i + 3);
       body(stage(i));
     }
     __syncthreads();  // the ring's slots are free for the next pass
@@ -374,9 +437,19 @@ __device__ void topk_split(const TopkParams& p) {
   SelectRun total{};
   int row_passes = 0;
   bool need_threshold = true;
+  // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
+  // instead of two. `sampling`: this pass is that try; `sampled`: it succeeded.
+  bool sampling = false, sampled = false;
+  bool may_sample = kCluster == 1 && histogram_use == 0 && !resident && aligned && end - begin >= kTopkSampledColumns;
 #pragma unroll 1
   for (;;) {
-    if (need_threshold) {
+    if (need_threshold && may_sample) {
+      may_sample = false;
+      sampling = true;
+      bounds.above = In::kMaxKey + 1;  // nothing is "above": every column at or past the cutoff is a candidate
+      bounds.candidate = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, sm);
+      need_threshold = false;
+    } else if (need_threshold) {
       if (counts == nullptr) {
         for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
         __syncthreads();
@@ -394,6 +467,17 @@ __device__ void topk_split(const TopkParams& p) {
     }
     const bool verify = histogram_use == 1 && row_passes == 0;
     total = select_row(bounds, verify);
+    if (sampling) {
+      sampling = false;
+      if (total.candidates >= k && total.candidates <= kTopkCandidates) {
+        sampled = true;
+        t.bin = 0;  // refine the candidates (the report's bin comes from the k-th key)
+        t.total = total.candidates;
+        break;
+      }
+      need_threshold = true;  // the cutoff missed: count the row
+      continue;
+    }
     if (verify) {
       const bool adds_up = total.valid == t.total && total.above == t.above &&
                            (t.bin == kCoarseBins || total.candidates == t.count);
@@ -444,14 +528,21 @@ __device__ void topk_split(const TopkParams& p) {
   if (t.bin < kCoarseBins) {
     const int need = k - above;
     if (need == candidates) {
-      for (int i = threadIdx.x; i < need; i += kTopkThreads) sm.out[above + i] = sm.candidate_index[i];
+      unsigned int smallest = ~0u;
+      for (int i = threadIdx.x; i < need; i += kTopkThreads) {
+        sm.out[above + i] = sm.candidate_index[i];
+        smallest = min(smallest, sm.candidate_key[i]);
+      }
+      if (sampled && smallest != ~0u) atomicMin(&sm.kth_key, smallest);
       __syncthreads();
     } else {
       refine(candidates, need, above, bounds.candidate, bounds.above, sm);
     }
   }
   __syncthreads();
-  const int report[kTopkReportInts] = {histogram_use, t.bin, static_cast<int>(t.bin < kCoarseBins ? t.count : 0), row_passes};
+  // A sampled row did not count its threshold bin: -1.
+  const int report[kTopkReportInts] = {histogram_use, sampled ? In::selector_bin(sm.kth_key) : t.bin,
+                                       sampled ? -1 : static_cast<int>(t.bin < kCoarseBins ? t.count : 0), row_passes};
   write_output<In>(p, r, row, above, selected, sm, report);
 }
 

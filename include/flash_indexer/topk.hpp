@@ -74,7 +74,9 @@ struct TopkRowReport {
   // best first, the magnitude's exponent and top 3 mantissa bits (FP16: top 4) on each side of zero,
   // FP32/BF16 magnitudes clamped to 2^-32 .. 2^32 (kernels/topk_selector_bins.cuh).
   std::int32_t threshold_bin;
-  std::int32_t threshold_count;  // columns in that bin
+  // Columns in that bin; -1 for a long row (no histogram given) selected in one pass from a cutoff
+  // estimated on a sample of it, which counts no bin.
+  std::int32_t threshold_count;
   std::int32_t row_passes;       // extra passes over the row: the threshold bin outgrew the on-chip buffer
                                  // (4096 candidates) and held more than one value; 2 per narrowing step
 };
