@@ -321,7 +321,7 @@ __device__ __forceinline__ int output_index(const TopkParams& p, int r, int colu
 }
 
 // The output stage: sm.out holds two ascending runs of columns, [0, above) (bins before T) and
-// [above, selected) (bin T's winners); sorted output merges them. Then the row report.
+// [above, selected) (bin T's winners), merged into ascending column order. Then the row report.
 template <class In>
 __device__ void write_output(const TopkParams& p, int r, const void* row, int above, int selected, const TopkSmem& sm,
                              const int (&report)[kTopkReportInts]) {
@@ -334,11 +334,11 @@ __device__ void write_output(const TopkParams& p, int r, const void* row, int ab
       if (values != nullptr) values[i] = negative_infinity();
       continue;
     }
+    // Always merged, `sorted` or not: the paths (per split, sampled or counted) list the winners in
+    // different runs, and every path must give the same bytes.
     const int column = sm.out[i];
-    int position = i;
-    if (p.sorted)
-      position = i < above ? i + count_below(sm.out + above, selected - above, column)
-                           : (i - above) + count_below(sm.out, above, column);
+    const int position = i < above ? i + count_below(sm.out + above, selected - above, column)
+                                   : (i - above) + count_below(sm.out, above, column);
     indices[position] = output_index(p, r, column);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }

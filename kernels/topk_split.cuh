@@ -320,26 +320,8 @@ __device__ void topk_split(const TopkParams& p) {
     constexpr int kRingColumns = kRingLive * kTopkThreads * Tile::kPer;
     const int stages = (end - begin + kRingColumns - 1) / kRingColumns;
     auto stage = [&](int i) { return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive}; };
-    // Stages further ahead go into L2 only (one bulk prefetch each, sm_90), so more of the row is in
-    // flight than the ring holds.
-    auto prefetch = [&](int i) {
-#if __CUDA_ARCH__ >= 900
-      if (threadIdx.x == 0 && aligned && i < stages) {
-        const int from = begin + i * kRingColumns, to = min(end, from + kRingColumns);
-        const unsigned int bytes = static_cast<unsigned int>((to - from) * sizeof(typename In::Raw)) & ~15u;
-        if (bytes != 0)
-          asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const typename In::Raw*>(row) + from),
-                       "r"(bytes)
-                       : "memory");
-      }
-#else
-      (void)i;
-#endif
-    };
     stage(0).load(row, end, aligned, topk_stages);
     cp_async_commit();
-    prefetch(1);
-    prefetch(2);
 #pragma unroll 1
     for (int i = 0; i < stages; ++i) {
       cp_async_wait<0>();
@@ -348,7 +330,6 @@ __device__ void topk_split(const TopkParams& p) {
         stage(i + 1).load(row, end, aligned, topk_stages + ((i + 1) & 1) * kRingLive * kTopkThreads);
         cp_async_commit();
       }
-      prefetch(i + 3);
       body(stage(i));
     }
     __syncthreads();  // the ring's slots are free for the next pass

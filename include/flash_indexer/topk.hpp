@@ -43,7 +43,8 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
 
 struct TopkOptions {
   // Each row's indices in ascending column order. Without it the order is unspecified but still
-  // deterministic (run after run, the same bytes).
+  // deterministic (run after run, the same bytes); this version writes ascending order either way (the
+  // selector's paths would otherwise list the winners differently), so the flag costs nothing.
   bool sorted = false;
   // The decode form of 1-D lengths (CONTRACT 1, the MTP rule): lengths is int32 [rows / next_n] and row
   // r = b * next_n + j has lengths[b] - next_n + j + 1 columns. 0: 1-D lengths are per row.
