@@ -227,8 +227,11 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   run.candidates += static_cast<int>(tile_total >> 16);
 }
 
-// A cutoff key for a long streamed row, from a sample of it: kTopkThreads * 8 logits in 16-byte vectors
-// spread evenly over [begin, end) (a 16-byte aligned row), counted in selector bins. The cutoff is where
+// A cutoff key for a long streamed row, from a sample of it: kTopkThreads * 8 logits per 64K columns
+// (up to 4 rounds), in 16-byte vectors spread evenly over [begin, end) (a 16-byte aligned row), counted
+// in selector bins. The sample grows with the row so that about 200 sampled logits pass the cutoff:
+// with 48 (a fixed 4096-logit sample of a 256K row) 1-3 rows in 128 missed the window (run 28), and one
+// missed row streams its row three more times on one CTA, which then decides the kernel's time. The cutoff is where
 // the sample's running count reaches `target` scaled to the sample, placed inside that bin by linear
 // interpolation (keys are linear in the value within a bin). The caller selects every column at or
 // above it and keeps the result only if between k and kTopkCandidates columns qualify. Every thread of
@@ -237,27 +240,32 @@ template <class In>
 __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, TopkSmem& sm) {
   constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
   constexpr int kVectors = 8 / kPer;  // per thread: 8 logits
-  constexpr int kSample = kTopkThreads * 8;
+  const int rounds = min(4, max(1, (end - begin + 65535) / 65536));
+  const int sample = kTopkThreads * 8 * rounds;
   for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
   const long long vectors = (end - begin) / kPer;
-  uint4 v[kVectors];
-#pragma unroll
-  for (int j = 0; j < kVectors; ++j) {
-    const long long g = (static_cast<long long>(threadIdx.x) * kVectors + j) * vectors / (kTopkThreads * kVectors);
-    v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin + g * kPer));
-  }
   __syncthreads();
+#pragma unroll 1
+  for (int round = 0; round < rounds; ++round) {
+    uint4 v[kVectors];
 #pragma unroll
-  for (int j = 0; j < kVectors; ++j) {
-    const unsigned int w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+    for (int j = 0; j < kVectors; ++j) {
+      const long long g = ((static_cast<long long>(round) * kTopkThreads + threadIdx.x) * kVectors + j) * vectors /
+                          (static_cast<long long>(kTopkThreads) * kVectors * rounds);
+      v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin + g * kPer));
+    }
 #pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const typename In::Raw x = kPer == 4 ? In::from_bits(w[e]) : In::from_bits(w[e >> 1] >> ((e & 1) * 16));
-      if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
+    for (int j = 0; j < kVectors; ++j) {
+      const unsigned int w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const typename In::Raw x = kPer == 4 ? In::from_bits(w[e]) : In::from_bits(w[e >> 1] >> ((e & 1) * 16));
+        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
+      }
     }
   }
   __syncthreads();
-  const long long want = (static_cast<long long>(target) * kSample + (end - begin) - 1) / (end - begin);
+  const long long want = (static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin);
   const Threshold d = find_threshold<kCoarseBins>(sm.hist, max(1ll, want), false, sm);
   if (d.bin >= kCoarseBins) return In::kMinKey;  // too few in the sample: everything qualifies (and overflows)
   const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);

@@ -76,6 +76,10 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   r.split = split != 0 ? split : automatic_topk_split(rows, width, gpu.multiprocessors(), gpu.arch());
                   r.split_name = split != 0 ? std::to_string(split) : "a" + std::to_string(r.split);
                   r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
+                  for (const TopkRowReport& report : workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows))) {
+                    r.sampled_rows += report.threshold_count == -1;
+                    r.extra_pass_rows += report.row_passes > 0;
+                  }
                   r.bytes = static_cast<double>(live) * element + static_cast<double>(rows) * k * 4 +
                             (histogram ? static_cast<double>(rows) * kCoarseBins * 4 : 0.0);
                   r.gbps = r.bytes / (r.us * 1e-6) / 1e9;

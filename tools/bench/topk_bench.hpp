@@ -40,6 +40,9 @@ struct TopkBenchRow {
   double us = 0;
   double bytes = 0;  // live logits read once (+ the histogram when given) + indices written
   double gbps = 0, bandwidth_fraction = 0;
+  // How the rows were selected, from their reports after the timed replays: from a sampled cutoff in one
+  // pass, and with extra narrowing passes.
+  int sampled_rows = 0, extra_pass_rows = 0;
 };
 
 std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBenchOptions& options, double read_bandwidth,
