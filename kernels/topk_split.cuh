@@ -229,13 +229,14 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
 
 // A cutoff key for a long streamed row, from a sample of it: kTopkThreads * 8 logits per 64K columns
 // (up to 4 rounds), in 16-byte vectors spread evenly over [begin, end) (a 16-byte aligned row), counted
-// in selector bins. The sample grows with the row so that about 200 sampled logits pass the cutoff:
-// with 48 (a fixed 4096-logit sample of a 256K row) 1-3 rows in 128 missed the window (run 28), and one
-// missed row streams its row three more times on one CTA, which then decides the kernel's time. The cutoff is where
-// the sample's running count reaches `target` scaled to the sample, placed inside that bin by linear
-// interpolation (keys are linear in the value within a bin). The caller selects every column at or
-// above it and keeps the result only if between k and kTopkCandidates columns qualify. Every thread of
-// the block must call it.
+// in selector bins. The cutoff is where the sample's running count reaches `target` scaled to the
+// sample, placed inside that bin by linear interpolation (keys are linear in the value within a bin).
+// The caller selects every column at or above it and keeps the result only if between k and
+// kTopkCandidates columns qualify; any cutoff gives the exact answer, a good one saves passes. The
+// sample grows with the row so that about 200 sampled logits pass the cutoff: with 48 (a fixed
+// 4096-logit sample of a 256K row) 1-3 rows in 128 missed the window (run 28), and a missed row streams
+// its row three more times on one CTA, which then decides the kernel's time. Every thread of the block
+// must call it.
 template <class In>
 __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, TopkSmem& sm) {
   constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
@@ -309,8 +310,8 @@ __device__ void topk_split(const TopkParams& p) {
   }
 
   // Calls body(tile) for each tile of the segment, in order (CTA-uniform: it may hold barriers). A
-  // streamed segment goes through the ring: stage i waits for its copies and a barrier (which also
-  // frees the slot of stage i - 1), starts the copies of stage i + kStages - 1 there, then is processed.
+  // streamed segment goes through the buffer's two halves: stage i waits for its copies and a barrier
+  // (which also frees the half of stage i - 1), starts the copies of stage i + 1 there, then is processed.
   bool waited = false;
   auto for_each_tile = [&](auto&& body) {
     if (vectors == 0) return;
@@ -417,7 +418,7 @@ __device__ void topk_split(const TopkParams& p) {
   //     histogram promised (2 in the report), count the row here and select again;
   //   - a threshold bin too big for the candidate buffer is narrowed by the 10-bit digit counts of its keys,
   //     summed over the cluster, and selected again, until the candidates fit or share one key. Every
-  //     CTA rescans only its own segment (from registers when it holds one tile).
+  //     CTA rescans only its own segment (from shared memory when it is resident).
   // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
   int histogram_use = p.histogram != nullptr ? 1 : 0;
   const int* counts = histogram_use == 1 ? p.histogram + static_cast<long long>(r) * kCoarseBins : nullptr;

@@ -87,9 +87,10 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
   return split;
 }
 
-// Stages of the shared-memory staging ring (kernels/topk_split.cuh), 16 KiB each: 4 where a CTA may
-// take 227 KiB (sm_80, sm_90, sm_100), so two CTAs of 4 stages and the static part share an SM and a
-// segment of 16K FP32 logits stays resident; 2 on the parts with 99 KiB per CTA.
+// Stages of the shared-memory staging buffer (kernels/topk_split.cuh), 16 KiB each: 4 where a CTA may
+// take 163 KiB or more (sm_80, sm_90, sm_100), so a segment of 16K FP32 logits stays resident (on sm_90
+// two such CTAs and their static part share an SM); 2 on the parts with 99 KiB per CTA. Only the sm_90
+// form has run (H200).
 static int topk_stages(const Arch& arch) {
   return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10 ? 4 : 2;
 }
