@@ -75,6 +75,29 @@ inline float load_logit(LogitsDType t, const void* data, std::size_t index) {
   return t == LogitsDType::f16 ? f16_bits_to_float(h) : bf16_bits_to_float(h);
 }
 
+// ---- the score (CONTRACT 1) -------------------------------------------------------------------
+
+// sum_h w[h] * max(0, sum_d query[h, d] * key[d]) in double precision, before the key scale; `bound`
+// receives sum_h |w[h]| * sum_d |query[h, d] * key[d]|. A NaN dot (NaN in q or k) counts as 0, as
+// fmaxf does in the kernels.
+inline double head_sum(const std::vector<double>& query, const std::uint8_t* key, const float* weights, int heads,
+                       int head_dim, double& bound) {
+  double sum = 0.0;
+  bound = 0.0;
+  for (int h = 0; h < heads; ++h) {
+    double dot = 0.0, dot_bound = 0.0;
+    for (int d = 0; d < head_dim; ++d) {
+      const double product = query[h * head_dim + d] * fp8_e4m3_to_float(key[d]);
+      dot += product;
+      dot_bound += std::fabs(product);
+    }
+    const double w = weights[h];
+    sum += w * std::fmax(dot, 0.0);
+    bound += std::fabs(w) * dot_bound;
+  }
+  return sum;
+}
+
 // ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
 
 // Host copies of the op's inputs, laid out exactly as on the device.
@@ -133,21 +156,61 @@ inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std:
         const std::uint8_t* key = block + (s % in.block_size) * in.head_dim;
         float scale;
         std::memcpy(&scale, block + in.block_size * in.head_dim + (s % in.block_size) * 4, sizeof scale);
-        double sum = 0.0, bound = 0.0;
-        for (int h = 0; h < in.heads; ++h) {
-          double dot = 0.0, dot_bound = 0.0;
-          for (int d = 0; d < in.head_dim; ++d) {
-            const double product = query[h * in.head_dim + d] * fp8_e4m3_to_float(key[d]);
-            dot += product;
-            dot_bound += std::fabs(product);
-          }
-          const double w = in.weights[r * in.heads + h];
-          sum += w * std::fmax(dot, 0.0);  // fmax: a NaN dot (NaN in q or k) counts as 0, as fmaxf does
-          bound += std::fabs(w) * dot_bound;
-        }
+        double bound;
+        const double sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
         result = sum * scale;
         if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(r * in.width + s)] = bound * scale;
       }
+    }
+  }
+  return out;
+}
+
+// ---- ragged (prefill) MQA logits (issue 14) ---------------------------------------------------
+
+// Host copies of the prefill op's inputs: T query tokens against one contiguous FP8 key buffer.
+struct MqaLogitsInputs {
+  int tokens = 0;  // T
+  int heads = 0;
+  int head_dim = 0;
+  std::int64_t keys = 0;                // N
+  const std::uint8_t* q = nullptr;      // FP8 E4M3 [T, H, D]
+  const std::uint8_t* kv = nullptr;     // FP8 E4M3 [N, D], row stride kv_stride bytes
+  std::int64_t kv_stride = 0;           // bytes; 0: head_dim
+  const float* kv_scales = nullptr;     // [N]
+  const float* weights = nullptr;       // [T, H]
+  const std::int32_t* ks = nullptr;     // [T]: token t scores keys [ks[t], ke[t])
+  const std::int32_t* ke = nullptr;     // [T]
+};
+
+// Token t's window [start, end), clamped to [0, N]; empty when end <= start.
+struct KeyWindow {
+  std::int64_t start = 0, end = 0;
+};
+inline KeyWindow key_window(const MqaLogitsInputs& in, int t) {
+  const std::int64_t start = std::clamp<std::int64_t>(in.ks[t], 0, in.keys);
+  const std::int64_t end = std::clamp<std::int64_t>(in.ke[t], 0, in.keys);
+  return {start, std::max(start, end)};
+}
+
+// logits[t * N + s] in double precision, the score of CONTRACT 1 (the same sum, ReLU and NaN rules as
+// paged_mqa_logits) for s in token t's window, -inf elsewhere (what fill_masked writes). `magnitude`,
+// when given, receives kv_scale * sum_h |w| * sum_d |q * k| per logit, as for the paged op.
+inline std::vector<double> mqa_logits(const MqaLogitsInputs& in, std::vector<double>* magnitude = nullptr) {
+  const std::int64_t n = in.keys;
+  const std::int64_t stride = in.kv_stride != 0 ? in.kv_stride : in.head_dim;
+  std::vector<double> out(static_cast<std::size_t>(in.tokens * n), -std::numeric_limits<double>::infinity());
+  std::vector<double> query(static_cast<std::size_t>(in.heads) * in.head_dim);
+  if (magnitude != nullptr) magnitude->assign(out.size(), 0.0);
+  for (int t = 0; t < in.tokens; ++t) {
+    for (std::size_t i = 0; i < query.size(); ++i) query[i] = fp8_e4m3_to_float(in.q[t * query.size() + i]);
+    const KeyWindow window = key_window(in, t);
+    for (std::int64_t s = window.start; s < window.end; ++s) {
+      double bound;
+      const double sum =
+          head_sum(query, in.kv + s * stride, in.weights + static_cast<std::int64_t>(t) * in.heads, in.heads, in.head_dim, bound);
+      out[static_cast<std::size_t>(t * n + s)] = sum * in.kv_scales[s];
+      if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(t * n + s)] = bound * in.kv_scales[s];
     }
   }
   return out;
@@ -176,21 +239,24 @@ struct TopkResult {
   std::vector<float> values;          // [rows, k]; -inf in the padding
 };
 
-// The exact top-k of each row of `logits` (values as stored, widened to float; row r starts at
-// r * stride and has lengths[r] live columns, clamped to [0, width]): larger first, NaN never, -0 equal
-// to +0, equal scores to the lower column. Unsorted rows come in that selection order (score
-// descending); `sorted` rows in ascending column order.
-inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
-                       const std::vector<std::int64_t>& lengths, int k, bool sorted) {
+// The exact top-k of each row's window [starts[r], ends[r]) (clamped to [0, width]; empty when
+// ends <= starts), with the rules of topk(): larger first, NaN never, -0 equal to +0, equal scores to
+// the lower column. Indices are absolute columns, or relative to the window's start with `relative`
+// (what vLLM's prefill consumer takes); -1 pads. Unsorted rows come in selection order, `sorted` rows
+// in ascending column order.
+inline TopkResult topk_windows(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
+                               const std::vector<std::int64_t>& starts, const std::vector<std::int64_t>& ends, int k,
+                               bool relative, bool sorted) {
   TopkResult out;
-  out.indices.assign(lengths.size() * k, -1);
-  out.values.assign(lengths.size() * k, -std::numeric_limits<float>::infinity());
+  out.indices.assign(starts.size() * k, -1);
+  out.values.assign(starts.size() * k, -std::numeric_limits<float>::infinity());
   std::vector<std::int32_t> columns;
-  for (std::size_t r = 0; r < lengths.size(); ++r) {
+  for (std::size_t r = 0; r < starts.size(); ++r) {
     const float* row = logits.data() + r * stride;
-    const std::int64_t len = std::clamp<std::int64_t>(lengths[r], 0, width);
+    const std::int64_t start = std::clamp<std::int64_t>(starts[r], 0, width);
+    const std::int64_t end = std::max(start, std::clamp<std::int64_t>(ends[r], 0, width));
     columns.clear();
-    for (std::int64_t s = 0; s < len; ++s)
+    for (std::int64_t s = start; s < end; ++s)
       if (!std::isnan(row[s])) columns.push_back(static_cast<std::int32_t>(s));
     const auto better = [row](std::int32_t a, std::int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); };
     const std::size_t taken = std::min<std::size_t>(columns.size(), k);
@@ -198,11 +264,20 @@ inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, st
     columns.resize(taken);
     if (sorted) std::sort(columns.begin(), columns.end());
     for (std::size_t i = 0; i < taken; ++i) {
-      out.indices[r * k + i] = columns[i];
+      out.indices[r * k + i] = static_cast<std::int32_t>(columns[i] - (relative ? start : 0));
       out.values[r * k + i] = row[columns[i]];
     }
   }
   return out;
+}
+
+// The exact top-k of each row of `logits` (values as stored, widened to float; row r starts at
+// r * stride and has lengths[r] live columns, clamped to [0, width]): larger first, NaN never, -0 equal
+// to +0, equal scores to the lower column. Unsorted rows come in that selection order (score
+// descending); `sorted` rows in ascending column order.
+inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
+                       const std::vector<std::int64_t>& lengths, int k, bool sorted) {
+  return topk_windows(logits, stride, width, std::vector<std::int64_t>(lengths.size(), 0), lengths, k, false, sorted);
 }
 
 }  // namespace flash_indexer::reference
