@@ -34,6 +34,8 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK(cli("bench decode --k 3000", &out) == 2);
   CHECK_THAT(out, Contains("--k expects 1..2048, got 3000"));
   CHECK(cli("bench logits --hist 2", &out) == 2);
+  CHECK(cli("bench logits --fixed-length --hist 2", &out) == 2);  // the flag parses; --hist 2 is the error
+  CHECK_THAT(out, Contains("--hist") && !Contains("unknown argument"));
   CHECK(cli("bench topk --ragged 0,x", &out) == 2);
   CHECK(cli("bench logits --dtype f8", &out) == 2);
   CHECK(cli("recall --heads 48", &out) == 2);

@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
     if (command == "check") flags = {"--quick"}, valued = {};
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
     if (command == "bench")
-      flags = {"--cold-l2"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
+      flags = {"--cold-l2", "--fixed-length"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
                                        "--compare", "--json", "--rows", "--k", "--ragged", "--split", "--input", "--width"};
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {

@@ -22,7 +22,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   std::vector<DecodeBenchRow> out;
   for (int batch : o.batches) {
     for (int length : o.lengths) {
-      inputs.draw(batch, length, rng);
+      inputs.draw(batch, length, false, rng);
       for (int heads : o.heads) {
         for (int next_n : o.next_ns) {
           for (LogitsDType dtype : o.dtypes) {

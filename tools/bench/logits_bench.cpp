@@ -35,7 +35,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
   std::vector<LogitsBenchRow> rows;
   for (int batch : o.batches) {
     for (int length : o.lengths) {
-      inputs.draw(batch, length, rng);
+      inputs.draw(batch, length, o.fixed_length, rng);
       const std::int64_t width = inputs.width();
       const std::int64_t max_blocks = width / kBlock;
       const std::int64_t blocks_read = inputs.blocks_read();

@@ -22,6 +22,7 @@ struct LogitsBenchOptions {
   int head_dim = 128;
   int replays = 50;
   bool cold_l2 = false;
+  bool fixed_length = false;  // every request exactly L instead of uniform in [0.7, 1.3] L
   bool compare_portable = false;
   std::uint64_t seed = 1;
 };

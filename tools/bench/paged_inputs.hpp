@@ -16,8 +16,9 @@ class PagedInputs {
   // Sized for up to max_batch requests of up to 1.3 * max_length keys, next_n x heads x head_dim queries.
   PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, std::mt19937_64& rng);
 
-  // New lengths and block table for `batch` requests around `length`.
-  void draw(int batch, int length, std::mt19937_64& rng);
+  // New lengths and block table for `batch` requests: uniform in [0.7, 1.3] `length`, or all exactly
+  // `length` when `fixed` (how DeepGEMM's benchmark draws them: compare like with like).
+  void draw(int batch, int length, bool fixed, std::mt19937_64& rng);
 
   int batch() const { return batch_; }
   std::int64_t width() const { return width_; }              // the longest length, rounded up to a block

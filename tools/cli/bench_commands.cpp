@@ -131,6 +131,7 @@ int cmd_bench(const std::string& what, const Args& args) {
   apply_shape_options(args, o);
   o.replays = args.int_value("--replays", o.replays, 1);
   o.cold_l2 = args.has("--cold-l2");
+  o.fixed_length = args.has("--fixed-length");
   if (auto v = args.value("--compare")) {
     if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
     o.compare_portable = true;
@@ -142,8 +143,9 @@ int cmd_bench(const std::string& what, const Args& args) {
   }
   fi::check::GpuSession gpu;
   const double bandwidth = bn::measure_read_bandwidth(gpu);
-  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s\n",
-              gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "");
+  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s\n",
+              gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
+              o.fixed_length ? ", every length exactly L" : "");
   std::printf("%5s %7s %3s %3s %4s %4s %9s %9s %8s %6s %7s %8s %6s%s\n", "B", "L", "n", "H", "hist", "out", "us",
               "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();

@@ -57,7 +57,7 @@ per case. Exits 1 if any case fails.
 )"},
     {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
-                               [--compare portable] [--json FILE]
+                               [--fixed-length] [--compare portable] [--json FILE]
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
                                [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
                                [--json FILE]
@@ -79,6 +79,7 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
   --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
+  --fixed-length     every request exactly L (as DeepGEMM's benchmark draws them), not [0.7, 1.3] L
   --compare portable also time the portable kernel and print the speed-up
   --json FILE        write every row as JSON
 
