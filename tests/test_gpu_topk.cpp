@@ -82,7 +82,8 @@ const bool registered = [] {
 }  // namespace
 
 // Long rows, as a decode step makes them: every split (and the automatic one) on the same rows, with
-// row starts on and off 16 bytes, single tiles held in registers and multi-tile streamed segments.
+// row starts on and off 16 bytes, resident and streamed segments, and rows selected from a sampled cutoff
+// (including a regular row that can mislead the sample, which must then fall back).
 TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split", "[gpu][topk]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
@@ -98,7 +99,8 @@ TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split
                   {ck::RowKind::heavy_tailed, static_cast<std::int64_t>(rng() % 262144)},
                   {ck::RowKind::relu, 65536 + 13},
                   {ck::RowKind::unit_bins, 8191},
-                  {ck::RowKind::normal, 2049}};
+                  {ck::RowKind::normal, 2049},
+                  {ck::RowKind::strided_spikes, 131072}};
         c.aligned_rows = aligned;
         c.splits = {0, 1, 2, 4, 8};
         c.seed = rng();

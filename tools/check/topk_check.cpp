@@ -33,7 +33,8 @@ void store(LogitsDType t, std::vector<std::uint8_t>& bytes, std::size_t index, f
   std::memcpy(bytes.data() + index * 2, &h, 2);
 }
 
-float draw(RowKind kind, std::mt19937_64& rng) {
+// The score of column s of a row of `kind`.
+float draw(RowKind kind, std::int64_t s, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::uniform_real_distribution<float> unit(0.0f, 1.0f);
   switch (kind) {
@@ -57,6 +58,7 @@ float draw(RowKind kind, std::mt19937_64& rng) {
     }
     case RowKind::nan_heavy: return unit(rng) < 0.9f ? kNaN : normal(rng);
     case RowKind::all_nan: return kNaN;
+    case RowKind::strided_spikes: return (s % 64 < 4 ? 100.0f : 0.0f) + normal(rng);
   }
   return 0.0f;
 }
@@ -86,7 +88,7 @@ Rows make_rows(const TopkCase& c, std::mt19937_64& rng) {
     r.live.push_back(std::clamp<std::int64_t>(spec.length, 0, r.width));
     for (std::int64_t s = 0; s < r.stride; ++s) {
       // Past the length: values that would win if they were read (+inf, large, NaN).
-      const float x = s < r.live.back() ? draw(spec.kind, rng) : (s % 3 == 0 ? kInf : s % 3 == 1 ? junk(rng) : kNaN);
+      const float x = s < r.live.back() ? draw(spec.kind, s, rng) : (s % 3 == 0 ? kInf : s % 3 == 1 ? junk(rng) : kNaN);
       const std::size_t i = row * r.stride + s;
       store(c.dtype, r.bytes, i, x);
       r.stored[i] = reference::load_logit(c.dtype, r.bytes.data(), i);
@@ -157,6 +159,7 @@ const char* row_kind_name(RowKind kind) {
     case RowKind::wide: return "wide";
     case RowKind::nan_heavy: return "nan_heavy";
     case RowKind::all_nan: return "all_nan";
+    case RowKind::strided_spikes: return "strided_spikes";
   }
   return "?";
 }
@@ -181,7 +184,7 @@ std::vector<RowSpec> adversarial_rows(int k) {
       {RowKind::one_bin, 100000},    {RowKind::inf_nan, 3001},      {RowKind::signed_zeros, 4003},
       {RowKind::unit_bins, 10007},   {RowKind::heavy_tailed, 20011}, {RowKind::relu, 30001},
       {RowKind::wide, 9005},         {RowKind::nan_heavy, 2 * k + 5}, {RowKind::all_nan, 777},
-      {RowKind::relu, k + 9},        {RowKind::signed_zeros, 2 * k + 1},
+      {RowKind::relu, k + 9},        {RowKind::signed_zeros, 2 * k + 1}, {RowKind::strided_spikes, 65536},
   };
 }
 

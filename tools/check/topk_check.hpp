@@ -23,6 +23,11 @@ enum class RowKind {
   wide,          // magnitudes from 1e-9 (FP16 zero, -0 after rounding) to 1e6 (FP16 infinity)
   nan_heavy,     // 90 % NaN
   all_nan,
+  // Large scores on 4 of every 64 columns, normals elsewhere: a regular row that a strided sample can
+  // misjudge (the one-pass path of long rows must then fall back and stay exact). At 64K and 128K
+  // columns the selector's sample reads only spike columns (every 64th column group), sees nothing but
+  // spikes, and sets a cutoff that fewer than k columns pass.
+  strided_spikes,
 };
 const char* row_kind_name(RowKind kind);
 
