@@ -195,6 +195,61 @@ void bind_reference(nb::module_& m) {
       "[B, next_n, H, D], kv_cache uint8 [num_blocks, 64, 1, D + 4] (contiguous), weights float32 [B * next_n, H], "
       "context_lens int32 [B] or [B, next_n], block_table int32 [B, max_blocks]. Columns past a row's length "
       "are -inf; keys without a valid block NaN.");
+  r.def(
+      "mqa_logits",
+      [](HostArray<std::uint8_t> q, HostArray<std::uint8_t> kv, HostArray<float> kv_scales, HostArray<float> weights,
+         HostArray<std::int32_t> ks, HostArray<std::int32_t> ke) {
+        constexpr const char* op = "reference.mqa_logits";
+        if (q.ndim() != 3) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [T, H, D]", op));
+        if (kv.ndim() != 2 || kv.shape(1) != q.shape(2))
+          throw fi::ArgumentError(fmt::format("{}: kv: expected uint8 [N, D] with the D of q", op));
+        if (kv_scales.ndim() != 1 || kv_scales.shape(0) != kv.shape(0))
+          throw fi::ArgumentError(fmt::format("{}: kv_scales: expected float32 [N]", op));
+        if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) || weights.shape(1) != q.shape(1))
+          throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [T, H]", op));
+        if (ks.ndim() != 1 || ks.shape(0) != q.shape(0)) throw fi::ArgumentError(fmt::format("{}: ks: expected int32 [T]", op));
+        if (ke.ndim() != 1 || ke.shape(0) != q.shape(0)) throw fi::ArgumentError(fmt::format("{}: ke: expected int32 [T]", op));
+        fi::reference::MqaLogitsInputs in;
+        in.tokens = static_cast<int>(q.shape(0));
+        in.heads = static_cast<int>(q.shape(1));
+        in.head_dim = static_cast<int>(q.shape(2));
+        in.keys = static_cast<std::int64_t>(kv.shape(0));
+        in.q = q.data();
+        in.kv = kv.data();
+        in.kv_scales = kv_scales.data();
+        in.weights = weights.data();
+        in.ks = ks.data();
+        in.ke = ke.data();
+        std::vector<double> out = fi::reference::mqa_logits(in);
+        return to_numpy(std::move(out), {static_cast<std::size_t>(in.tokens), static_cast<std::size_t>(in.keys)});
+      },
+      nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"),
+      "The prefill (ragged) MQA logits in double precision: token t scores keys [ks[t], ke[t]) of one contiguous "
+      "buffer (clamped to [0, N]; empty when ke <= ks), with the score and NaN rules of the paged op. q uint8 "
+      "(FP8 E4M3 bytes) [T, H, D], kv uint8 [N, D], kv_scales float32 [N], weights float32 [T, H], ks / ke int32 "
+      "[T]. Returns float64 [T, N], -inf outside each window.");
+  r.def(
+      "topk_windows",
+      [](HostArray<float> logits, std::vector<std::int64_t> starts, std::vector<std::int64_t> ends, int k, bool relative,
+         bool sorted) {
+        constexpr const char* op = "reference.topk_windows";
+        if (logits.ndim() != 2) throw fi::ArgumentError(fmt::format("{}: logits: expected 2 dimensions", op));
+        if (starts.size() != logits.shape(0) || ends.size() != logits.shape(0))
+          throw fi::ArgumentError(fmt::format("{}: starts / ends: expected {} entries (rows), got {} / {}", op,
+                                              logits.shape(0), starts.size(), ends.size()));
+        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..2048, got {}", op, k));
+        const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
+        std::vector<float> host(logits.data(), logits.data() + logits.size());
+        fi::reference::TopkResult out = fi::reference::topk_windows(host, width, width, starts, ends, k, relative, sorted);
+        const std::size_t rows = starts.size();
+        return std::make_tuple(to_numpy(std::move(out.indices), {rows, static_cast<std::size_t>(k)}),
+                               to_numpy(std::move(out.values), {rows, static_cast<std::size_t>(k)}));
+      },
+      nb::arg("logits"), nb::arg("starts"), nb::arg("ends"), nb::arg("k"), nb::kw_only(), nb::arg("relative") = false,
+      nb::arg("sorted") = false,
+      "The exact top-k of each row's window [starts[r], ends[r]) of a float32 [rows, width] array (the rules of "
+      "topk): returns (indices int32 [rows, k], absolute columns or, with relative=True, offsets from the "
+      "window's start; values float32 [rows, k]); -1 / -inf pad.");
 }
 
 }  // namespace

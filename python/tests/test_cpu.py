@@ -15,7 +15,7 @@ def test_imports_and_exports():
         assert hasattr(fi, name), name
     for name in ("paged_mqa_logits", "topk", "warm_paged_mqa_logits", "warm_topk", "current_stream"):
         assert getattr(fi, name).__doc__
-    for name in ("topk", "coarse_bin", "coarse_histogram", "paged_mqa_logits"):
+    for name in ("topk", "coarse_bin", "coarse_histogram", "paged_mqa_logits", "mqa_logits", "topk_windows"):
         assert getattr(fi.reference, name).__doc__
 
 
@@ -169,6 +169,52 @@ def test_reference_paged_mqa_logits_matches_numpy():
                 k = table8[keys[blk, s % 64]]
                 want = scales[blk, s % 64] * np.sum(weights[r] * np.maximum(qf @ k, 0.0))
                 assert math.isclose(got[r, s], want, rel_tol=1e-12, abs_tol=1e-12), (r, s)
+
+
+def test_reference_mqa_logits_matches_numpy():
+    rng = np.random.default_rng()
+    T, H, D, N = 5, 8, 64, 90
+    table8 = e4m3_values()
+    finite = np.array([b for b in range(256) if not np.isnan(table8[b])], np.uint8)
+    q = rng.choice(finite, (T, H, D)).astype(np.uint8)
+    kv = rng.choice(finite, (N, D)).astype(np.uint8)
+    scales = rng.uniform(0.01, 0.1, N).astype(np.float32)
+    weights = rng.standard_normal((T, H)).astype(np.float32)
+    ks = np.array([0, 10, -4, 50, 80], np.int32)     # clamped below, and an empty window (ke <= ks)
+    ke = np.array([1, 90, 30, 50, 200], np.int32)    # clamped above at N
+    got = fi.reference.mqa_logits(q, kv, scales, weights, ks, ke)
+    assert got.shape == (T, N)
+    for t in range(T):
+        start, end = min(max(ks[t], 0), N), min(max(ke[t], 0), N)
+        qf = table8[q[t]]                               # [H, D]
+        for s in range(N):
+            if not start <= s < end:
+                assert np.isneginf(got[t, s]), (t, s)
+                continue
+            want = scales[s] * np.sum(weights[t] * np.maximum(qf @ table8[kv[s]], 0.0))
+            assert math.isclose(got[t, s], want, rel_tol=1e-12, abs_tol=1e-12), (t, s)
+    with pytest.raises(ValueError, match="ke"):
+        fi.reference.mqa_logits(q, kv, scales, weights, ks, ke[:2])
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_reference_topk_windows_matches_numpy(relative):
+    rng = np.random.default_rng()
+    rows, width, k = 6, 200, 9
+    logits = np.round(rng.standard_normal((rows, width)) * 4) / 4   # ties
+    logits = logits.astype(np.float32)
+    logits[0, 3] = np.nan
+    starts = [0, 20, -5, 150, 100, 10]
+    ends = [200, 60, 7, 400, 100, 15]
+    indices, values = fi.reference.topk_windows(logits, starts, ends, k, relative=relative, sorted=False)
+    for r in range(rows):
+        start, end = min(max(starts[r], 0), width), min(max(ends[r], 0), width)
+        cols = [s for s in range(start, max(start, end)) if not np.isnan(logits[r, s])]
+        cols.sort(key=lambda s: (-logits[r, s], s))     # larger first, ties to the lower column
+        want = cols[:k] + [-1] * (k - len(cols[:k]))
+        got = [int(i) + (start if relative and i >= 0 else 0) for i in indices[r]]
+        assert got == want, r
+        assert all(np.isneginf(values[r, i]) for i in range(len(cols[:k]), k))
 
 
 class FakeTensor:
