@@ -33,7 +33,6 @@ struct TopkInput<LogitsOut::f32> {
   __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) { return lowest_key32_of_selector_bin(b); }
   // Fills the columns past a segment's end, so they drop out wherever NaN does.
   __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
-  __device__ __forceinline__ static unsigned int bits(Raw x) { return float_bits(x); }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return float_from_bits(b); }
   static constexpr unsigned int kMinKey = 0x007fffffu;  // key(-inf); smaller keys are NaNs
   static constexpr unsigned int kMaxKey = 0xff800000u;  // key(+inf); larger keys are NaNs
@@ -77,7 +76,6 @@ struct TopkInput16 {
     return kIn == LogitsOut::f16 ? selector_bin_of_bits16(x) : selector_bin_of_bits32(static_cast<unsigned int>(x) << 16);
   }
   __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
-  __device__ __forceinline__ static unsigned int bits(Raw x) { return x; }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
   static constexpr unsigned int kMinKey = ~(kInfinity | 0x8000u) & 0xffffu;  // key(-inf)
   static constexpr unsigned int kMaxKey = kInfinity | 0x8000u;               // key(+inf)

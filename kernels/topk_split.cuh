@@ -4,7 +4,8 @@
 // counts first, then the stored dtype's exact key bits.
 //
 //   The row is split into kCluster segments, one per CTA. A CTA's segment passes through shared memory
-//   by cp.async (TopkTile): resident when it fits kStages stages, else streamed through a ring of them.
+//   by cp.async (TopkTile): resident when it fits kStages stages, else streamed through the buffer's two
+//   halves.
 //   1. Bin counts: the row's CONTRACT 3 histogram from the logits kernel, or the selector's own bins
 //      (topk_selector_bins.cuh: a shift of the key) counted here and summed over the cluster through
 //      distributed shared memory. The threshold bin T is the bin where the running count reaches k.
@@ -161,10 +162,10 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
   // never >= anything. A bound past +inf's key reads as NaN (nothing qualifies); one at or below -inf's
   // key as -inf (every score does). So a logit costs two float compares.
   auto bound_value = [](unsigned int b) {
-    return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b > In::kMaxKey ? In::kMaxKey : b));
+    if (b > In::kMaxKey) return __int_as_float(0x7fc00000);
+    return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b));
   };
-  const float above_at = bounds.above > In::kMaxKey ? __int_as_float(0x7fc00000) : bound_value(bounds.above);
-  const float candidate_at = bounds.candidate > In::kMaxKey ? __int_as_float(0x7fc00000) : bound_value(bounds.candidate);
+  const float above_at = bound_value(bounds.above), candidate_at = bound_value(bounds.candidate);
   // Bit i: this thread's i-th logit of the tile (kMaxLive * kPer bits: 32 for FP32, 64 for 16-bit).
   using Mask = typename TopkMask<(kMaxLive * Tile::kPer <= 32)>::Type;
   Mask above = 0, candidate = 0;
@@ -256,14 +257,12 @@ __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int 
       v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin + g * kPer));
     }
 #pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      const unsigned int w[4] = {v[j].x, v[j].y, v[j].z, v[j].w};
+    for (int j = 0; j < kVectors; ++j)
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
-        const typename In::Raw x = kPer == 4 ? In::from_bits(w[e]) : In::from_bits(w[e >> 1] >> ((e & 1) * 16));
+        const typename In::Raw x = TopkTile<In>::element(v[j], e);
         if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
       }
-    }
   }
   __syncthreads();
   const long long want = (static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin);

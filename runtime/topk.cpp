@@ -73,9 +73,9 @@ constexpr std::int64_t kTopkMinSegment = 4096;
 // refinement leaves its CTAs idle.
 static int cluster_ctas_limit(int multiprocessors, int split) { return split <= 2 ? multiprocessors : multiprocessors * 3 / 4; }
 
-// A row of at most one register tile (16K logits) stays on one CTA: at 8K and 16K columns one CTA beat a
-// cluster of 2 for 1, 8 and 64 rows, FP32 and FP16, by 0.3-1.1 us (run 18, `bench topk --rows 1,8,64
-// --lengths 8192,16384 --split 1,2`).
+// A row of at most 16K logits stays on one CTA (it fits the CTA's resident staging buffer): at 8K and
+// 16K columns one CTA beat a cluster of 2 for 1, 8 and 64 rows, FP32 and FP16, by 0.3-1.1 us (run 18,
+// with the previous register-tile selector, `bench topk --rows 1,8,64 --lengths 8192,16384 --split 1,2`).
 constexpr std::int64_t kTopkOneCtaWidth = 16384;
 
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch) {
