@@ -120,13 +120,16 @@ __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
   return static_cast<int>(len);
 }
 
+// Counts saturate at INT_MAX (only a broken given histogram sums past it; no real count equals it, as
+// a row has fewer than 2^31 columns), so the whole result stays in 32-bit registers.
 struct Threshold {
-  int bin;          // 0..kBins-1; kBins: fewer than k counted, every one is taken
-  long long above;  // count in bins before `bin`
-  long long count;  // count in `bin`
-  long long total;
-  bool negative;    // some count < 0 (only a broken given histogram)
+  int bin;       // 0..kBins-1; kBins: fewer than k counted, every one is taken
+  int above;     // count in bins before `bin`
+  int count;     // count in `bin`
+  int total;
+  bool negative;  // some count < 0 (only a broken given histogram)
 };
+__device__ __forceinline__ int saturated(long long x) { return x > 0x7fffffffll ? 0x7fffffff : static_cast<int>(x); }
 
 // Finds the bin where the running count (bin 0 first) reaches k, over kBins counts in shared or global
 // memory. `check_negative`: the counts may be negative (a given histogram), which gives bin kBins and
@@ -169,9 +172,9 @@ __device__ Threshold find_threshold(const int* counts, long long k, bool check_n
   __syncthreads();
   Threshold t;
   t.bin = static_cast<int>(sm.found[0]);
-  t.above = sm.found[1];
-  t.count = sm.found[2];
-  t.total = total;
+  t.above = saturated(sm.found[1]);
+  t.count = saturated(sm.found[2]);
+  t.total = saturated(total);
   t.negative = negative;
   return t;
 }

@@ -149,23 +149,25 @@ struct SelectRun {
   int candidates;  // columns in bin T
 };
 
-// The select pass over one tile: appends the tile's columns in bins before T to sm.out and bin T's to
-// the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
-// alternates between tiles so consecutive tiles do not share the warp-count slots. kCountValid: also
+// The select pass over one tile (the bounds as values, bound_value): appends the tile's columns in bins
+// before T to sm.out and bin T's to the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
+// alternates between tiles so consecutive tiles do not share the warp-count slots. `count_valid`: also
 // count the non-NaN logits (only to check a given histogram).
-template <bool kCountValid, class In>
-__device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int parity, SelectRun& run, TopkSmem& sm) {
+// A key bound as a value: for a score x, key(x) >= b iff x >= bound_value(b), -0 and +0 alike, and NaN
+// is never >= anything. A bound past +inf's key reads as NaN (nothing qualifies); one at or below
+// -inf's key as -inf (every score does). So a logit costs two float compares.
+template <class In>
+__device__ __forceinline__ float bound_value(unsigned int b) {
+  if (b > In::kMaxKey) return __int_as_float(0x7fc00000);
+  return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b));
+}
+
+template <class In>
+__device__ void select_tile(const TopkTile<In>& t, float above_at, float candidate_at, bool count_valid, int k, int parity,
+                            SelectRun& run, TopkSmem& sm) {
   using Tile = TopkTile<In>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  // The bounds as values: for a score x, key(x) >= b iff x >= from_key(b), -0 and +0 alike, and NaN is
-  // never >= anything. A bound past +inf's key reads as NaN (nothing qualifies); one at or below -inf's
-  // key as -inf (every score does). So a logit costs two float compares.
-  auto bound_value = [](unsigned int b) {
-    if (b > In::kMaxKey) return __int_as_float(0x7fc00000);
-    return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b));
-  };
-  const float above_at = bound_value(bounds.above), candidate_at = bound_value(bounds.candidate);
   // Bit i: this thread's i-th logit of the tile (kMaxLive * kPer bits: 32 for FP32, 64 for 16-bit).
   using Mask = typename TopkMask<(kMaxLive * Tile::kPer <= 32)>::Type;
   Mask above = 0, candidate = 0;
@@ -177,7 +179,7 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
 #pragma unroll
     for (int e = 0; e < Tile::kPer; ++e) {
       const float x = In::value(Tile::element(v, e));
-      if (kCountValid) valid += x == x;
+      if (count_valid) valid += x == x;
       a |= x >= above_at ? 1u << e : 0u;
       c |= x >= candidate_at ? 1u << e : 0u;
     }
@@ -239,39 +241,38 @@ __device__ void select_tile(const TopkTile<In>& t, KeyBounds bounds, int k, int 
 // its row three more times on one CTA, which then decides the kernel's time. Every thread of the block
 // must call it.
 template <class In>
-__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, TopkSmem& sm) {
+__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, uint4* scratch, TopkSmem& sm) {
   constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
-  constexpr int kVectors = 8 / kPer;  // per thread: 8 logits
   const int rounds = min(4, max(1, (end - begin + 65535) / 65536));
-  const int sample = kTopkThreads * 8 * rounds;
+  const int vectors = kTopkThreads * (8 / kPer) * rounds;  // 8 logits per thread per round
+  const int sample = vectors * kPer;
+  // Sample vector i is row vector i * step (32-bit arithmetic). All of them fly at once, by cp.async into
+  // the staging buffer (free before the first pass), and no registers hold them.
+  const int step = (end - begin) / kPer / vectors;
+  const uint4* source = reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin);
+  for (int i = threadIdx.x; i < vectors; i += kTopkThreads)
+    cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(scratch + i)), source + static_cast<long long>(i) * step);
+  cp_async_commit();
   for (int i = threadIdx.x; i < kCoarseBins; i += kTopkThreads) sm.hist[i] = 0;
-  const long long vectors = (end - begin) / kPer;
+  cp_async_wait<0>();
   __syncthreads();
-#pragma unroll 1
-  for (int round = 0; round < rounds; ++round) {
-    uint4 v[kVectors];
+  for (int i = threadIdx.x; i < vectors; i += kTopkThreads) {  // this thread's own copies
+    const uint4 v = scratch[i];
 #pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      const long long g = ((static_cast<long long>(round) * kTopkThreads + threadIdx.x) * kVectors + j) * vectors /
-                          (static_cast<long long>(kTopkThreads) * kVectors * rounds);
-      v[j] = __ldg(reinterpret_cast<const uint4*>(static_cast<const typename In::Raw*>(row) + begin + g * kPer));
+    for (int e = 0; e < kPer; ++e) {
+      const typename In::Raw x = TopkTile<In>::element(v, e);
+      if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
     }
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j)
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) {
-        const typename In::Raw x = TopkTile<In>::element(v[j], e);
-        if (!In::is_nan(x)) atomicAdd(&sm.hist[In::selector_bin_of(x)], 1);
-      }
   }
   __syncthreads();
-  const long long want = (static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin);
-  const Threshold d = find_threshold<kCoarseBins>(sm.hist, max(1ll, want), false, sm);
+  const int want = max(1, (target * sample + (end - begin) - 1) / (end - begin));
+  const Threshold d = find_threshold<kCoarseBins>(sm.hist, want, false, sm);
   if (d.bin >= kCoarseBins) return In::kMinKey;  // too few in the sample: everything qualifies (and overflows)
   const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
   const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
   // The wanted count's share of the bin, from its top.
-  const unsigned long long share = static_cast<unsigned long long>(want - d.above) * (hi - lo) / static_cast<unsigned long long>(d.count);
+  const unsigned long long share =
+      static_cast<unsigned long long>(static_cast<float>(want - d.above) / static_cast<float>(d.count) * static_cast<float>(hi - lo));
   return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
 }
 
@@ -301,6 +302,14 @@ __device__ void topk_split(const TopkParams& p) {
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
   const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
   const bool resident = vectors <= kStages * kStageVectors;
+  // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
+  // instead of two. The sample is taken first, while little else is live (registers: two CTAs per SM).
+  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns;
+  // Kept in shared memory until the first pass needs it (a register less across the loop).
+  if (may_sample) {
+    // Every thread writes the same value, so no barrier is needed before the reads.
+    sm.key_bounds[0] = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, topk_stages, sm);
+  }
   if (threadIdx.x == 0) sm.kth_key = ~0u;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
     const Tile t{topk_stages, begin, Tile::live_for(vectors)};
@@ -369,17 +378,11 @@ __device__ void topk_split(const TopkParams& p) {
   auto select_row = [&](KeyBounds bounds, bool count_valid) -> SelectRun {
     local = SelectRun{0, 0, 0};
     int parity = 0;
-    if (count_valid) {
-      for_each_tile([&](const Tile& t) {
-        select_tile<true>(t, bounds, k, parity, local, sm);
-        parity ^= 1;
-      });
-    } else {
-      for_each_tile([&](const Tile& t) {
-        select_tile<false>(t, bounds, k, parity, local, sm);
-        parity ^= 1;
-      });
-    }
+    const float above_at = bound_value<In>(bounds.above), candidate_at = bound_value<In>(bounds.candidate);
+    for_each_tile([&](const Tile& t) {
+      select_tile(t, above_at, candidate_at, count_valid, k, parity, local, sm);
+      parity ^= 1;
+    });
     if constexpr (kCluster == 1) {
       // The lists are complete for every thread past this barrier (the scan's own barriers, or one).
       if (count_valid) local.valid = Scan::sum(local.valid, reinterpret_cast<int*>(sm.scan));
@@ -426,17 +429,15 @@ __device__ void topk_split(const TopkParams& p) {
   SelectRun total{};
   int row_passes = 0;
   bool need_threshold = true;
-  // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
-  // instead of two. `sampling`: this pass is that try; `sampled`: it succeeded.
+  // `sampling`: this pass tries the sampled cutoff; `sampled`: it succeeded.
   bool sampling = false, sampled = false;
-  bool may_sample = kCluster == 1 && histogram_use == 0 && !resident && aligned && end - begin >= kTopkSampledColumns;
 #pragma unroll 1
   for (;;) {
     if (need_threshold && may_sample) {
       may_sample = false;
       sampling = true;
       bounds.above = In::kMaxKey + 1;  // nothing is "above": every column at or past the cutoff is a candidate
-      bounds.candidate = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, sm);
+      bounds.candidate = sm.key_bounds[0];
       need_threshold = false;
     } else if (need_threshold) {
       if (counts == nullptr) {
@@ -513,7 +514,7 @@ __device__ void topk_split(const TopkParams& p) {
   }
 
   const int above = total.above;
-  const int selected = static_cast<int>(min(static_cast<long long>(k), t.total));
+  const int selected = min(k, t.total);
   if (t.bin < kCoarseBins) {
     const int need = k - above;
     if (need == candidates) {
