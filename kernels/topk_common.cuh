@@ -31,6 +31,8 @@ struct TopkInput<LogitsOut::f32> {
   __device__ __forceinline__ static int selector_bin(unsigned int key) { return selector_bin_of_key32(key); }
   __device__ __forceinline__ static int selector_bin_of(Raw x) { return selector_bin_of_bits32(float_bits(x)); }
   __device__ __forceinline__ static unsigned int lowest_key_of_selector_bin(int b) { return lowest_key32_of_selector_bin(b); }
+  __device__ __forceinline__ static int fine_bin_of(Raw x) { return fine_bin_of_bits32(float_bits(x)); }
+  __device__ __forceinline__ static unsigned int lowest_key_of_fine_bin(int b) { return lowest_key32_of_fine_bin(b); }
   // Fills the columns past a segment's end, so they drop out wherever NaN does.
   __device__ __forceinline__ static Raw nan() { return quiet_nan(); }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return float_from_bits(b); }
@@ -74,6 +76,12 @@ struct TopkInput16 {
   }
   __device__ __forceinline__ static int selector_bin_of(Raw x) {
     return kIn == LogitsOut::f16 ? selector_bin_of_bits16(x) : selector_bin_of_bits32(static_cast<unsigned int>(x) << 16);
+  }
+  __device__ __forceinline__ static int fine_bin_of(Raw x) {
+    return kIn == LogitsOut::f16 ? fine_bin_of_bits16(x) : fine_bin_of_bits32(static_cast<unsigned int>(x) << 16);
+  }
+  __device__ __forceinline__ static unsigned int lowest_key_of_fine_bin(int b) {
+    return kIn == LogitsOut::f16 ? lowest_key16_of_fine_bin(b) : lowest_key32_of_fine_bin(b) >> 16;
   }
   __device__ __forceinline__ static Raw nan() { return kIn == LogitsOut::f16 ? 0x7e00u : 0x7fc0u; }
   __device__ __forceinline__ static Raw from_bits(unsigned int b) { return static_cast<Raw>(b & 0xffffu); }
@@ -211,6 +219,15 @@ struct KeyBounds {
   unsigned int above;
   unsigned int candidate;
 };
+
+// A key bound as a value: for a score x, key(x) >= b iff x >= bound_value(b), -0 and +0 alike, and NaN
+// is never >= anything. A bound past +inf's key reads as NaN (nothing qualifies); one at or below
+// -inf's key as -inf (every score does). So a logit costs two float compares.
+template <class In>
+__device__ __forceinline__ float bound_value(unsigned int b) {
+  if (b > In::kMaxKey) return __int_as_float(0x7fc00000);
+  return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b));
+}
 
 // For a CONTRACT coarse bin: two warps search the key -> bin map.
 template <class In>

@@ -31,6 +31,8 @@ constexpr int kTopkThreads = 512;
 // Threshold-bin candidates the selector keeps in shared memory; a bigger threshold bin is refined with
 // extra passes over the row instead (never dropped).
 constexpr int kTopkCandidates = 4096;
+// Threshold-bin candidates the resident selector keeps (topk_resident.cuh; its bins are four times finer).
+constexpr int kTopkResidentCandidates = 2048;
 // Bytes of one stage of the selector's shared-memory staging ring (topk_split.cuh).
 constexpr int kTopkStageBytes = 2 * kTopkThreads * 16;
 // Ints per row in the workspace (the row report).

@@ -75,5 +75,44 @@ FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_bits16(unsigned int bits) {
   return (bits & 0x8000u) != 0 && magnitude != 0 ? 512 + m : 511 - m;
 }
 
+// Fine bins (4096): each selector bin cut in four by the next two bits of the magnitude, so a fine
+// bin's selector bin is fine >> 2 (same range and clamping). The resident selector (topk_resident.cuh)
+// counts these: a threshold bin a quarter as wide leaves a quarter of the candidates to rank.
+constexpr int kTopkFineBins = 4 * kTopkSelectorBins;
+constexpr unsigned int kFineShift32 = kSelectorShift32 - 2;
+constexpr unsigned int kFineLowest32 = kSelectorLowest32 << 2;
+constexpr unsigned int kFineShift16 = kSelectorShift16 - 2;
+
+// From the stored bits of a non-NaN score: FP32 bits, or BF16 bits shifted left by 16.
+FLASH_INDEXER_SELECTOR_BINS_FN int fine_bin_of_bits32(unsigned int bits) {
+  const unsigned int magnitude = bits & 0x7fffffffu;
+  const unsigned int code = magnitude >> kFineShift32;
+  const int m = code <= kFineLowest32 ? 0 : code - kFineLowest32 >= 2047u ? 2047 : static_cast<int>(code - kFineLowest32);
+  return (bits >> 31) != 0 && magnitude != 0 ? 2048 + m : 2047 - m;
+}
+
+// FP16 bits.
+FLASH_INDEXER_SELECTOR_BINS_FN int fine_bin_of_bits16(unsigned int bits) {
+  const unsigned int magnitude = bits & 0x7fffu;
+  const int m = static_cast<int>(magnitude >> kFineShift16);
+  return (bits & 0x8000u) != 0 && magnitude != 0 ? 2048 + m : 2047 - m;
+}
+
+// The smallest 32-bit key in fine bin `bin` (0..4095); bin 4095's is 0.
+FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key32_of_fine_bin(int bin) {
+  if (bin <= 2047) {
+    const unsigned int m = static_cast<unsigned int>(2047 - bin);
+    return 0x80000000u | (m == 0 ? 0u : (m + kFineLowest32) << kFineShift32);
+  }
+  const unsigned int m = static_cast<unsigned int>(bin - 2048);
+  const unsigned int limit = m == 2047 ? 0x80000000u : (m + kFineLowest32 + 1u) << kFineShift32;
+  return 0x80000000u - limit;
+}
+
+FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key16_of_fine_bin(int bin) {
+  if (bin <= 2047) return 0x8000u | (static_cast<unsigned int>(2047 - bin) << kFineShift16);
+  return 0x8000u - ((static_cast<unsigned int>(bin - 2048) + 1u) << kFineShift16);
+}
+
 }  // namespace kernels
 }  // namespace flash_indexer

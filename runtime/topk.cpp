@@ -16,16 +16,19 @@ static_assert(kMaxTopk == kernels::kMaxTopk);
 static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
 
 std::string TopkConfig::key() const {
-  return fmt::format("topk.split{}.in-{}.{}", split, logits_name(logits), arch.name());
+  return fmt::format("topk.{}{}.in-{}.{}", resident ? "resident" : "split", split, logits_name(logits), arch.name());
 }
 
 TopkConfig TopkConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
-  if (parts.size() != 4 || parts[0] != "topk" || !parts[1].starts_with("split") || !in)
-    throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
+  const bool resident = parts.size() == 4 && parts[1].starts_with("resident");
+  if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident) || !in)
+    throw ArgumentError(fmt::format(
+        "kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch> or topk.resident<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
   TopkConfig c;
-  c.split = parse_int_after(parts[1], "split", key);
+  c.resident = resident;
+  c.split = parse_int_after(parts[1], resident ? "resident" : "split", key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -52,8 +55,9 @@ std::vector<int> supported_topk_splits(const Arch& arch) {
 
 std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
   std::vector<TopkConfig> configs;
-  for (int split : supported_topk_splits(arch))
-    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) configs.push_back({dtype, arch, split});
+  for (bool resident : {false, true})
+    for (int split : supported_topk_splits(arch))
+      for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) configs.push_back({dtype, arch, split, resident});
   return configs;
 }
 
@@ -94,6 +98,10 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
 static int topk_stages(const Arch& arch) {
   return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10 ? 4 : 2;
 }
+
+std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch) {
+  return static_cast<std::int64_t>(topk_stages(arch)) * (kernels::kTopkStageBytes / 16) * (16 / (logits == LogitsDType::f32 ? 4 : 2));
+}
 // Two CTAs per SM: the per-row path is latency-bound, and a second CTA hides it.
 constexpr int kTopkCtasPerSm = 2;
 
@@ -108,16 +116,17 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.smem_bytes = static_cast<unsigned>(stages * kernels::kTopkStageBytes);  // the staging ring
   spec.source = fmt::format(
       "// {key}\n"
-      "#include \"topk_split.cuh\"\n"
+      "#include \"{header}.cuh\"\n"
       "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
-      "  flash_indexer::kernels::topk_split<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}>(p);\n"
+      "  flash_indexer::kernels::{header}<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}>(p);\n"
       "}}\n",
+      fmt::arg("header", c.resident ? "topk_resident" : "topk_split"),
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
       fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("stages", stages),
       fmt::arg("ctas", kTopkCtasPerSm));
   spec.config = {{"kind", "topk"},
-                 {"variant", "split"},
+                 {"variant", c.resident ? "resident" : "split"},
                  {"split", c.split},
                  {"logits", logits_name(c.logits)},
                  {"arch", c.arch.name()}};

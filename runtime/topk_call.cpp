@@ -16,7 +16,9 @@ namespace flash_indexer {
 namespace {
 
 struct ConfigHash {
-  std::size_t operator()(const TopkConfig& c) const { return static_cast<std::size_t>(c.logits) * 16 + c.split; }
+  std::size_t operator()(const TopkConfig& c) const {
+    return (static_cast<std::size_t>(c.logits) * 16 + c.split) * 2 + (c.resident ? 1 : 0);
+  }
 };
 
 KernelRegistry<TopkConfig, ConfigHash>& registry() {
@@ -132,8 +134,12 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
   if (split > 1 && one_cta.arch.major < 9)
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
                                     split, one_cta.arch.name()));
+  // The resident selector when the widest row's segment per CTA fits shared memory.
+  const std::int64_t per = call.logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
+  const std::int64_t segment = ((call.params.width + split - 1) / split + per - 1) / per * per;
+  const bool resident = segment <= topk_resident_columns(call.logits, one_cta.arch);
   TopkLaunch launch;
-  launch.kernel = split == 1 ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, split}, stream);
+  launch.kernel = split == 1 && !resident ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, split, resident}, stream);
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(split);
   return launch;
@@ -162,7 +168,8 @@ void warm_topk(const TopkConfig& config) {
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
-  for (int split : supported_topk_splits(current_device_arch())) loaded_kernel("warm_topk", {logits, Arch{}, split}, nullptr);
+  for (bool resident : {false, true})
+    for (int split : supported_topk_splits(current_device_arch())) loaded_kernel("warm_topk", {logits, Arch{}, split, resident}, nullptr);
 }
 
 }  // namespace flash_indexer

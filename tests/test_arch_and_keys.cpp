@@ -51,8 +51,9 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
 TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec", "[keys]") {
   CHECK(TopkConfig{LogitsDType::bf16, Arch{9, 0, true}}.key() == "topk.split1.in-bf16.sm_90a");
   CHECK(TopkConfig{LogitsDType::f16, Arch{9, 0, true}, 8}.key() == "topk.split8.in-f16.sm_90a");
-  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 4 * 3);
-  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 3);  // no clusters before sm_90
+  CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 4, true}.key() == "topk.resident4.in-f32.sm_90a");
+  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 2 * 4 * 3);  // streaming and resident
+  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3);      // no clusters before sm_90
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
     for (const auto& config : supported_topk_configs(arch)) CHECK(TopkConfig::parse_key(config.key()) == config);
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f8.sm_90a"), Contains("topk.split<1|2|4|8>.in-<f32|f16|bf16>"));
@@ -60,8 +61,10 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f32.sm_70"), Contains("sm_70"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split3.in-f32.sm_90a"), Contains("split 1, 2, 4 or 8"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split4.in-f32.sm_80"), Contains("clusters"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident4.in-f32.sm_80"), Contains("clusters"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident.in-f32.sm_90a"), Contains("topk.resident"));
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  CHECK(specs.size() == 288 + 144 + 12 + 2);  // portable, sm90 (next_n <= 4), top-k, the two bench probes
+  CHECK(specs.size() == 288 + 144 + 24 + 2);  // portable, sm90 (next_n <= 4), top-k, the two bench probes
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

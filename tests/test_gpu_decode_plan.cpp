@@ -98,7 +98,8 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
         driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
                                                  rep.size() * sizeof(TopkRowReport)),
                       "cuMemcpyDtoH");
-        for (const auto& r : rep) CHECK(r.histogram_use == 1);  // the fused histogram adds up
+        // The fused histogram adds up (1), or the resident selector counted instead (0).
+        for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0));
       }
     }
   }

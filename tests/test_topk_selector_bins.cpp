@@ -109,3 +109,53 @@ TEST_CASE("selector bins from stored bits equal the bins of the keys", "[selecto
   CHECK(selector_bin_of_bits32(0x80000000u) == 511);  // -0
   CHECK(selector_bin_of_bits16(0x8000u) == 511);
 }
+
+TEST_CASE("fine bins: four per selector bin, closed-form intervals, from stored bits", "[selector_bins]") {
+  auto key16 = [](std::uint32_t b) {
+    if ((b & 0x7fffu) == 0) b = 0;
+    return b ^ ((b & 0x8000u) ? 0xffffu : 0x8000u);
+  };
+  auto bits32_of_key = [](std::uint32_t k) { return (k & 0x80000000u) ? (k ^ 0x80000000u) : ~k; };
+  auto bits16_of_key = [](std::uint32_t k) { return ((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu; };
+  // A key k is in fine bin f iff lowest(f) <= k < lowest(f - 1); its selector bin is f >> 2.
+  for (std::uint32_t k = 0; k <= 0xffffu; ++k) {
+    const std::uint32_t b = bits16_of_key(k);
+    if (b == 0x8000u) continue;  // -0 shares +0's key: key 0x7fff holds no score
+    if ((b & 0x7fffu) <= 0x7c00u) {  // FP16 non-NaN
+      const int f = fine_bin_of_bits16(b);
+      INFO("fp16 key " << k << " fine " << f);
+      REQUIRE(f >> 2 == selector_bin_of_key16(key16(b)));
+      REQUIRE(lowest_key16_of_fine_bin(f) <= k);
+      if (f > 0) REQUIRE(k < lowest_key16_of_fine_bin(f - 1));
+    }
+    if ((b & 0x7fffu) <= 0x7f80u) {  // BF16 non-NaN
+      const int f = fine_bin_of_bits32(b << 16);
+      INFO("bf16 key " << k << " fine " << f);
+      REQUIRE(f >> 2 == selector_bin_of_key32(key16(b) << 16));
+      REQUIRE((lowest_key32_of_fine_bin(f) >> 16) <= k);
+      if (f > 0) REQUIRE(k < (lowest_key32_of_fine_bin(f - 1) >> 16));
+    }
+  }
+  for (int f = 1; f < kTopkFineBins; ++f) {
+    REQUIRE(lowest_key32_of_fine_bin(f) < lowest_key32_of_fine_bin(f - 1));  // no empty bin
+    REQUIRE(lowest_key16_of_fine_bin(f) < lowest_key16_of_fine_bin(f - 1));
+  }
+  std::mt19937_64 rng(13);
+  std::uint64_t k = 0;
+  while (k <= 0xffffffffull) {
+    const auto key = static_cast<std::uint32_t>(k);
+    const std::uint32_t b = bits32_of_key(key);
+    if ((b & 0x7fffffffu) <= 0x7f800000u && (b != 0x80000000u)) {  // non-NaN, and -0 shares +0's key
+      const int f = fine_bin_of_bits32(b);
+      INFO("fp32 key " << k << " fine " << f);
+      REQUIRE(f >> 2 == selector_bin_of_key32(key));
+      REQUIRE(lowest_key32_of_fine_bin(f) <= key);
+      if (f > 0) REQUIRE(key < lowest_key32_of_fine_bin(f - 1));
+    }
+    k += 1 + rng() % 4096;
+  }
+  CHECK(fine_bin_of_bits32(0x80000000u) == 2047);  // -0
+  CHECK(fine_bin_of_bits32(std::bit_cast<std::uint32_t>(1.0f)) == 2047 - 32 * 32);  // 32 fine bins per octave
+  CHECK(fine_bin_of_bits32(std::bit_cast<std::uint32_t>(1.03125f)) == 2047 - 32 * 32 - 1);
+  CHECK(fine_bin_of_bits32(std::bit_cast<std::uint32_t>(-INFINITY)) == 4095);
+}

@@ -23,8 +23,12 @@ struct TopkConfig {
   // CTAs per row: 1 (any arch), or a thread-block cluster of 2, 4 or 8 (sm_90 or newer) that splits
   // each row and merges through distributed shared memory, for batches too small to fill the GPU.
   int split = 1;
+  // The selector for rows whose segment per CTA stays in shared memory (16K FP32 or 32K FP16/BF16
+  // logits per CTA on sm_80/90/100): fewer instructions per logit and no given histogram read (counting
+  // a resident segment costs less than checking one). topk() picks it whenever the widest row fits.
+  bool resident = false;
 
-  // e.g. topk.split8.in-f16.sm_90a
+  // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;

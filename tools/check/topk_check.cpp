@@ -111,6 +111,12 @@ int selector_bin(LogitsDType t, float x) {
   return kernels::selector_bin_of_key32(b ^ ((b >> 31) ? 0xffffffffu : 0x80000000u));
 }
 
+// The resident selector's fine bin (kernels/topk_selector_bins.cuh) of a stored non-NaN score.
+int fine_bin(LogitsDType t, float x) {
+  if (t == LogitsDType::f16) return kernels::fine_bin_of_bits16(reference::float_to_f16_bits(x));
+  return kernels::fine_bin_of_bits32(std::bit_cast<std::uint32_t>(x));
+}
+
 std::vector<std::int32_t> exact_histogram(const TopkCase& c, const Rows& r) {
   std::vector<double> stored(r.stored.begin(), r.stored.end());
   std::vector<std::int32_t> hist;
@@ -306,9 +312,13 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     const TopkRowReport& rep = out.reports[row];
     std::int64_t given_total = 0;
     for (int b = 0; b < kCoarseBins; ++b) given_total += hist[row * kCoarseBins + b];
-    const int expected_use = c.histogram == HistogramMode::none ? 0 : c.histogram == HistogramMode::exact ? 1 : -1;
-    if (expected_use >= 0 ? rep.histogram_use != expected_use
-                          : (rep.histogram_use != 1 && rep.histogram_use != 2) || (given_total != valid && rep.histogram_use != 2))
+    // A row held on chip is counted whatever was given (0); a streamed one uses an exact histogram (1)
+    // and detects a stale one that does not add up (2).
+    const bool use_ok = c.histogram == HistogramMode::none    ? rep.histogram_use == 0
+                        : c.histogram == HistogramMode::exact ? rep.histogram_use == 0 || rep.histogram_use == 1
+                                                              : rep.histogram_use == 0 || rep.histogram_use == 2 ||
+                                                                    (rep.histogram_use == 1 && given_total == valid);
+    if (!use_ok)
       fail(row, fmt::format("report histogram_use {} (histogram {}, given total {}, live non-NaN {})", rep.histogram_use,
                             histogram_mode_name(c.histogram), given_total, valid));
     const bool contract_bins = rep.histogram_use == 1;
@@ -340,8 +350,20 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
         if (!std::isnan(v) && bin_of(static_cast<float>(v)) == want_bin && v != first) one_value = false;
       }
     }
+    // The streaming selector narrows a selector bin of more than kTopkCandidates (unless it holds one
+    // value); the resident one a fine bin of more than kTopkResidentCandidates. Which one ran is not
+    // reported, so passes need one of the reasons, and no passes need that both selectors would skip.
+    int fine_count = 0;
+    if (!contract_bins && want_bin < kCoarseBins) {
+      const int want_fine = fine_bin(c.dtype, r.stored[row * r.stride + ranked.indices[base + k - 1]]);
+      for (std::int64_t s = 0; s < r.live[row]; ++s) {
+        const float v = r.stored[row * r.stride + s];
+        fine_count += !std::isnan(v) && fine_bin(c.dtype, v) == want_fine;
+      }
+    }
     const bool overflow = want_count > kernels::kTopkCandidates;
-    if (!sampled && (rep.row_passes > 0 ? !overflow : overflow && !one_value))
+    const bool fine_overflow = fine_count > kernels::kTopkResidentCandidates;
+    if (!sampled && (rep.row_passes > 0 ? !overflow && !fine_overflow : overflow && !one_value && (contract_bins || fine_overflow)))
       fail(row, fmt::format("report row_passes {} with a threshold bin of {}{}", rep.row_passes, want_count,
                             one_value ? " (one value)" : ""));
   }

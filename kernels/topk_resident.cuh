@@ -1,0 +1,429 @@
+#pragma once
+// Exact top-k (CONTRACT 4) of rows whose segment per CTA stays in shared memory (at most kStages *
+// kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA), one row per cluster of kCluster
+// CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
+// few barriers (topk_split.cuh streams longer rows):
+//   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096, two 16-bit
+//      counts per word), summed over the cluster through distributed shared memory by the threshold scan.
+//   2. The threshold fine bin is a key interval [lo, hi): the columns above it are marked in a bitmap of
+//      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
+//      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
+//      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
+//   3. The leader ranks the candidates' keys (the cluster's, gathered into its buffer) by 10-bit digits
+//      until the winners are known; each CTA marks its own: a winner in the bitmap, or, when only some
+//      columns of the last key are needed, a tie in a second bitmap.
+//   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
+//      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
+//      column and deterministic whatever order the candidates arrived in, for every cluster size.
+// A given histogram is not read: counting a resident segment costs less than checking one (the row
+// report says histogram_use 0).
+#include "cluster.cuh"
+#include "topk_common.cuh"
+#include "topk_tile.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+constexpr int kResidentCandidates = kTopkResidentCandidates;
+// Bitmap words of the largest segment (kMaxLive vectors of eight 16-bit logits per thread).
+constexpr int kResidentWords = kMaxLive * kTopkThreads * 8 / 32;
+
+struct TopkResidentSmem {
+  alignas(16) unsigned int hist[kTopkFineBins / 2];  // fine-bin counts, two 16-bit halves per word (a segment holds < 65536 logits)
+  unsigned int digits[1 << kRefineBits];             // narrowing and ranking digit counts, largest digit first
+  unsigned int candidate_key[kResidentCandidates];   // the leader's holds the whole cluster's keys when ranking
+  int candidate_index[kResidentCandidates];          // column in the segment
+  unsigned int above[kResidentWords];                // bit per column of the segment: a winner
+  unsigned int tied[kResidentWords];                 // bit per column: holds the last key, lowest columns first
+  alignas(16) unsigned int warp_sums[kTopkThreads / 32];
+  int found[4];  // threshold scan: bin, count before it, count in it, count in its selector bin (4 fine bins)
+  int candidates;
+  // Written by the cluster's CTAs (each its own slot), read after a cluster barrier.
+  int peer_candidates[8];
+  int peer_above[8];
+  int peer_tied[8];
+  unsigned int decision[4];  // from the leader: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
+};
+
+struct FoundBin {
+  int bin;    // kPer * kTopkThreads: fewer than k counted
+  int above;  // count in bins before `bin`
+  int count;  // count in `bin`
+  int group;  // count in the aligned group of four bins holding `bin` (fine bins: its selector bin)
+  int total;
+};
+
+// The bin where the running count (bin 0 first) reaches k; thread t holds the counts of bins
+// [t * kPer, (t + 1) * kPer). Every thread calls it; two barriers.
+template <int kPer>
+__device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem& sm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int own = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) own += c[i];
+  int inclusive = own;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += y;
+  }
+  if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
+  __syncthreads();
+  int before = inclusive - own, total = 0;
+#pragma unroll
+  for (int w4 = 0; w4 < kTopkThreads / 128; ++w4) {
+    const uint4 v = reinterpret_cast<const uint4*>(sm.warp_sums)[w4];
+    const int q[4] = {static_cast<int>(v.x), static_cast<int>(v.y), static_cast<int>(v.z), static_cast<int>(v.w)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      total += q[j];
+      before += w4 * 4 + j < warp ? q[j] : 0;
+    }
+  }
+  if (total >= k && before < k && k <= before + own) {  // exactly one thread
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (before < k && k <= before + c[i]) {
+        int group = 0;
+        if constexpr (kPer % 4 == 0) {
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) group += (j >> 2) == (i >> 2) ? c[j] : 0;
+        }
+        sm.found[0] = static_cast<int>(threadIdx.x) * kPer + i;
+        sm.found[1] = before;
+        sm.found[2] = c[i];
+        sm.found[3] = group;
+      }
+      before += c[i];
+    }
+  }
+  __syncthreads();
+  FoundBin f;
+  f.total = total;
+  if (total < k) {
+    f.bin = kPer * kTopkThreads;
+    f.above = total;
+    f.count = 0;
+    f.group = 0;
+  } else {
+    f.bin = sm.found[0];
+    f.above = sm.found[1];
+    f.count = sm.found[2];
+    f.group = sm.found[3];
+  }
+  return f;
+}
+
+// Ranks the first `size` keys of sm.candidate_key (every one in [lo, hi)), of which `need` win, by
+// 10-bit digits of key - lo: writes the decision to sm.decision. Keys >= decision[0] win; keys in
+// [decision[1], decision[0]) all win if decision[3], else the first decision[2] of them by column.
+// Every thread of the CTA calls it.
+__device__ void rank_candidates(int size, int need, unsigned long long lo, unsigned long long hi, TopkResidentSmem& sm) {
+  constexpr int kDigits = 1 << kRefineBits;
+  int ties = need;
+  bool all = false;
+#pragma unroll 1
+  while (hi - lo > 1) {
+    const int shift = max(0, 64 - __clzll(static_cast<long long>(hi - 1 - lo)) - kRefineBits);
+    for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.digits[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < size; i += kTopkThreads) {
+      const unsigned long long key = sm.candidate_key[i];
+      if (key >= lo && key < hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+    }
+    __syncthreads();
+    static_assert(kDigits == 2 * kTopkThreads, "two digits per thread");
+    const int d[2] = {static_cast<int>(sm.digits[2 * threadIdx.x]), static_cast<int>(sm.digits[2 * threadIdx.x + 1])};
+    const FoundBin g = scan_threshold<2>(d, ties, sm);
+    const unsigned long long digit = static_cast<unsigned long long>(kDigits - 1 - g.bin);
+    ties -= g.above;
+    lo += digit << shift;
+    hi = min(hi, lo + (1ull << shift));
+    if (g.count == ties) {
+      all = true;
+      break;
+    }
+  }
+  if (threadIdx.x == 0) {
+    sm.decision[0] = static_cast<unsigned int>(hi);
+    sm.decision[1] = static_cast<unsigned int>(lo);
+    sm.decision[2] = static_cast<unsigned int>(ties);
+    sm.decision[3] = all ? 1u : 0u;
+  }
+  __syncthreads();
+}
+
+template <LogitsOut kIn, int kCluster, int kStages>
+__device__ void topk_resident(const TopkParams& p) {
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
+  static_assert(kStages * kStageVectors <= kMaxLive * kTopkThreads, "stages");
+  using In = TopkInput<kIn>;
+  using Tile = TopkTile<In>;
+  constexpr int kPer = Tile::kPer;
+  constexpr int kDigits = 1 << kRefineBits;
+  static_assert(kMaxLive * kPer <= 64, "a thread's columns fit a 64-bit mask");
+  __shared__ TopkResidentSmem sm;
+  extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
+
+  const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
+  const int r = blockIdx.x / kCluster;
+  const int len = topk_row_length(p, r);
+  const int k = p.k;
+  const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
+  const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
+
+  // This CTA's segment: whole vectors, in rank order (the host checked that the widest fits).
+  const long long per_cta = ((static_cast<long long>(len) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
+  const int begin = static_cast<int>(min(static_cast<long long>(len), rank * per_cta));
+  const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
+  const int vectors = (end - begin + kPer - 1) / kPer;
+  const int live = Tile::live_for(max(vectors, 1));
+  const int spans = vectors > 0 ? live : 0;  // vectors this thread reads
+  const Tile tile{topk_stages, begin, live};
+  if (vectors > 0) {
+    tile.load(row, end, aligned, topk_stages);
+    cp_async_commit();
+  }
+  const int words = (end - begin + 31) >> 5;
+  for (int i = threadIdx.x; i < kTopkFineBins / 2; i += kTopkThreads) sm.hist[i] = 0;
+  for (int i = threadIdx.x; i < words; i += kTopkThreads) {
+    sm.above[i] = 0;
+    sm.tied[i] = 0;
+  }
+  if (threadIdx.x == 0) sm.candidates = 0;
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Barrier of the CTA, or of the cluster when the other CTAs' shared memory is read next.
+  auto sync_all = [] {
+    if constexpr (kCluster == 1) __syncthreads();
+    else cluster::sync();
+  };
+  // Counts the cluster holds in word i of `counts` (this CTA's, or summed over the cluster).
+  auto cluster_word = [&](const unsigned int* counts, int i, auto&& add) {
+    if constexpr (kCluster == 1) {
+      add(counts[i]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) add(static_cast<unsigned int>(cluster::load(cluster::map(&counts[i], q))));
+    }
+  };
+
+  // 1. Fine-bin counts, and the threshold bin over the cluster's.
+#pragma unroll 1
+  for (int u = 0; u < spans; ++u) {
+    const uint4 v = tile.vector(u);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const typename In::Raw x = Tile::element(v, e);
+      if (!In::is_nan(x)) {
+        const int b = In::fine_bin_of(x);
+        atomicAdd(&sm.hist[b >> 1], 1u << ((b & 1) << 4));
+      }
+    }
+  }
+  sync_all();
+  static_assert(kTopkFineBins == 8 * kTopkThreads, "eight fine bins (four words) per thread");
+  int c[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    cluster_word(sm.hist, 4 * static_cast<int>(threadIdx.x) + j, [&](unsigned int w) {
+      c[2 * j] += static_cast<int>(w & 0xffffu);
+      c[2 * j + 1] += static_cast<int>(w >> 16);
+    });
+  const FoundBin f = scan_threshold<8>(c, k, sm);
+
+  // 2. The threshold bin as keys [lo, hi), narrowed while it outgrows the candidate buffer.
+  unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
+  int need = 0, in_bin = 0, passes = 0;
+  if (f.bin < kTopkFineBins) {
+    hi = f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1);
+    lo = In::lowest_key_of_fine_bin(f.bin);
+    need = k - f.above;
+    in_bin = f.count;
+  }
+#pragma unroll 1
+  while (in_bin > kResidentCandidates && hi - lo > 1) {
+    if (kCluster > 1 && passes > 0) cluster::sync();  // the other CTAs have read this CTA's digits
+    const int shift = max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kRefineBits);
+    for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.digits[i] = 0;
+    __syncthreads();
+#pragma unroll 1
+    for (int u = 0; u < spans; ++u) {
+      const uint4 v = tile.vector(u);
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const typename In::Raw x = Tile::element(v, e);
+        const unsigned int key = In::key(x);
+        if (!In::is_nan(x) && key >= lo && key < hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+      }
+    }
+    sync_all();
+    int d[2] = {0, 0};
+#pragma unroll
+    for (int j = 0; j < 2; ++j) cluster_word(sm.digits, 2 * static_cast<int>(threadIdx.x) + j, [&](unsigned int w) { d[j] += static_cast<int>(w); });
+    const FoundBin g = scan_threshold<2>(d, need, sm);
+    const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
+    need -= g.above;
+    const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
+    lo += digit << shift;
+    hi = static_cast<unsigned int>(min(top, static_cast<unsigned long long>(hi)));
+    in_bin = g.count;
+    ++passes;
+  }
+
+  // 3. Select: above the interval into the bitmap, inside it as candidates (or ties, for a single key).
+  const bool single = hi - lo <= 1;
+  {
+    const float above_at = bound_value<In>(hi), candidate_at = bound_value<In>(lo);
+    unsigned long long above = 0, inside = 0;  // bit i: this thread's i-th logit
+#pragma unroll 1
+    for (int u = 0; u < spans; ++u) {
+      const uint4 v = tile.vector(u);
+      unsigned int a = 0, b = 0;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const float x = In::value(Tile::element(v, e));
+        a |= x >= above_at ? 1u << e : 0u;
+        b |= x >= candidate_at ? 1u << e : 0u;
+      }
+      above |= static_cast<unsigned long long>(a) << (u * kPer);
+      inside |= static_cast<unsigned long long>(b & ~a) << (u * kPer);
+    }
+    // A thread's columns are live * kPer (a power of two, at most 64) consecutive ones from `first`,
+    // aligned to their count: within one word, or exactly two.
+    const int first = static_cast<int>(threadIdx.x) * live * kPer;
+    auto mark = [&](unsigned int* bitmap, unsigned long long bits) {
+      if (bits == 0) return;
+      atomicOr(&bitmap[first >> 5], static_cast<unsigned int>(bits << (first & 31)));
+      if (live * kPer > 32) atomicOr(&bitmap[(first >> 5) + 1], static_cast<unsigned int>(bits >> 32));
+    };
+    mark(sm.above, above);
+    if (single) {
+      mark(sm.tied, inside);
+    } else {
+      for (unsigned long long m = inside; m != 0; m &= m - 1) {
+        const int i = __ffsll(static_cast<long long>(m)) - 1;
+        const int slot = atomicAdd(&sm.candidates, 1);
+        if (slot < kResidentCandidates) {  // always: the cluster's count in [lo, hi) is at most the buffer
+          sm.candidate_key[slot] = In::key(tile.at(i));
+          sm.candidate_index[slot] = first + i;
+        }
+      }
+    }
+  }
+  __syncthreads();
+  const int mine = min(sm.candidates, kResidentCandidates);
+  int total_candidates = mine, candidates_before = 0;
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x < kCluster) cluster::store(cluster::map(&sm.peer_candidates[rank], threadIdx.x), mine);
+    cluster::sync();
+    total_candidates = 0;
+#pragma unroll
+    for (int q = 0; q < kCluster; ++q) {
+      total_candidates += sm.peer_candidates[q];
+      candidates_before += q < rank ? sm.peer_candidates[q] : 0;
+    }
+  }
+
+  // 4. Which candidates win: all of them when exactly `need` are in the interval, else the leader ranks.
+  unsigned int win_at = hi, tie_from = lo;
+  int tie_slots = single ? need : 0;
+  bool all_in = true;
+  if (!single && total_candidates > need) {
+    if constexpr (kCluster > 1) {
+      if (rank != 0) {
+        const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
+        for (int i = threadIdx.x; i < mine; i += kTopkThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
+      }
+      cluster::sync();
+      if (rank == 0) {
+        rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+        if (threadIdx.x >= 1 && threadIdx.x < kCluster)
+          for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
+      }
+      cluster::sync();
+    } else {
+      rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+    }
+    win_at = sm.decision[0];
+    tie_from = sm.decision[1];
+    tie_slots = static_cast<int>(sm.decision[2]);
+    all_in = sm.decision[3] != 0;
+  }
+  if (!single) {
+    for (int i = threadIdx.x; i < mine; i += kTopkThreads) {
+      const unsigned int key = sm.candidate_key[i];
+      const int s = sm.candidate_index[i];
+      if (key >= win_at || (all_in && key >= tie_from)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
+      else if (key >= tie_from) atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
+    }
+  }
+  __syncthreads();
+
+  // 5. Output positions from the bitmaps: two words per thread, counted, scanned, then written.
+  static_assert(kResidentWords == 2 * kTopkThreads, "two bitmap words per thread");
+  const int w0 = 2 * static_cast<int>(threadIdx.x);
+  const unsigned int a0 = w0 < words ? sm.above[w0] : 0u, a1 = w0 + 1 < words ? sm.above[w0 + 1] : 0u;
+  const unsigned int t0 = w0 < words ? sm.tied[w0] : 0u, t1 = w0 + 1 < words ? sm.tied[w0 + 1] : 0u;
+  // Winners <= k < 2^16 and ties < 2^16 per CTA, so both fit one word.
+  const unsigned int counts = static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
+  unsigned int cta_total;
+  const unsigned int before = BlockScan<kTopkThreads>::exclusive(counts, sm.warp_sums, cta_total);
+  int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu), tied_all = static_cast<int>(cta_total >> 16);
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x < kCluster) {
+      cluster::store(cluster::map(&sm.peer_above[rank], threadIdx.x), above_all);
+      cluster::store(cluster::map(&sm.peer_tied[rank], threadIdx.x), tied_all);
+    }
+    cluster::sync();  // the last access to another CTA's shared memory is before this barrier
+    above_all = tied_all = 0;
+#pragma unroll
+    for (int q = 0; q < kCluster; ++q) {
+      above_before += q < rank ? sm.peer_above[q] : 0;
+      tied_before += q < rank ? sm.peer_tied[q] : 0;
+      above_all += sm.peer_above[q];
+      tied_all += sm.peer_tied[q];
+    }
+  }
+  int* indices = p.indices + static_cast<long long>(r) * k;
+  float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
+  int na = above_before + static_cast<int>(before & 0xffffu), nt = tied_before + static_cast<int>(before >> 16);
+  auto emit = [&](int word, unsigned int a, unsigned int t) {
+    for (unsigned int m = a | t; m != 0; m &= m - 1) {
+      const int bit = __ffs(static_cast<int>(m)) - 1;
+      int position;
+      if ((a >> bit) & 1u) {
+        position = na + min(nt, tie_slots);
+        ++na;
+      } else {
+        position = nt < tie_slots ? na + nt : -1;
+        ++nt;
+      }
+      if (position >= 0) {
+        const int s = word * 32 + bit;
+        indices[position] = output_index(p, r, begin + s);
+        if (values != nullptr) values[position] = In::value(tile.at_column(s));
+      }
+    }
+  };
+  emit(w0, a0, t0);
+  emit(w0 + 1, a1, t1);
+  if (rank == 0) {
+    const int selected = above_all + min(tied_all, tie_slots);
+    for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kTopkThreads) {
+      indices[i] = -1;
+      if (values != nullptr) values[i] = negative_infinity();
+    }
+    if (threadIdx.x == 0) {
+      int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
+      out[0] = 0;                                                      // counted here
+      out[1] = f.bin < kTopkFineBins ? f.bin >> 2 : kTopkSelectorBins;  // its selector bin
+      out[2] = f.bin < kTopkFineBins ? f.group : 0;
+      out[3] = passes;
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer
