@@ -3,8 +3,9 @@
 // kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA), one row per cluster of kCluster
 // CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
 // few barriers (topk_split.cuh streams longer rows):
-//   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096, two 16-bit
-//      counts per word), summed over the cluster through distributed shared memory by the threshold scan.
+//   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096). The threshold
+//      bin is found over the cluster's counts in two steps, so that few counts cross CTAs (distributed
+//      shared memory): the totals of groups of eight bins find the group, then its bins the bin.
 //   2. The threshold fine bin is a key interval [lo, hi): the columns above it are marked in a bitmap of
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
@@ -29,14 +30,19 @@ constexpr int kResidentCandidates = kTopkResidentCandidates;
 constexpr int kResidentWords = kMaxLive * kTopkThreads * 8 / 32;
 
 struct TopkResidentSmem {
-  alignas(16) unsigned int hist[kTopkFineBins / 2];  // fine-bin counts, two 16-bit halves per word (a segment holds < 65536 logits)
+  alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts; NaNs are counted past the end, in hist[kTopkFineBins]
   unsigned int digits[1 << kRefineBits];             // narrowing and ranking digit counts, largest digit first
   unsigned int candidate_key[kResidentCandidates];   // the leader's holds the whole cluster's keys when ranking
-  int candidate_index[kResidentCandidates];          // column in the segment
+  union {
+    int candidate_index[kResidentCandidates];  // column in the segment
+    int out[kMaxTopk];                         // this CTA's winners (columns of the segment), in output order
+  };
   unsigned int above[kResidentWords];                // bit per column of the segment: a winner
   unsigned int tied[kResidentWords];                 // bit per column: holds the last key, lowest columns first
+  unsigned int group_total[kTopkThreads];            // the counts of each thread's eight fine bins
   alignas(16) unsigned int warp_sums[kTopkThreads / 32];
-  int found[4];  // threshold scan: bin, count before it, count in it, count in its selector bin (4 fine bins)
+  int found[4];
+  int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin  // threshold scan: bin, count before it, count in it, count in its selector bin (4 fine bins)
   int candidates;
   // Written by the cluster's CTAs (each its own slot), read after a cluster barrier.
   int peer_candidates[8];
@@ -69,17 +75,17 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem
   }
   if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
   __syncthreads();
-  int before = inclusive - own, total = 0;
+  // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total lane 15's.
+  constexpr int kWarps = kTopkThreads / 32;
+  int sums = lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0;
 #pragma unroll
-  for (int w4 = 0; w4 < kTopkThreads / 128; ++w4) {
-    const uint4 v = reinterpret_cast<const uint4*>(sm.warp_sums)[w4];
-    const int q[4] = {static_cast<int>(v.x), static_cast<int>(v.y), static_cast<int>(v.z), static_cast<int>(v.w)};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      total += q[j];
-      before += w4 * 4 + j < warp ? q[j] : 0;
-    }
+  for (int d = 1; d < kWarps; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, sums, d);
+    if (lane >= d) sums += y;
   }
+  const int total = __shfl_sync(0xffffffffu, sums, kWarps - 1);
+  const int warps_before = __shfl_sync(0xffffffffu, sums, (warp + 31) & 31);
+  int before = inclusive - own + (warp > 0 ? warps_before : 0);
   if (total >= k && before < k && k <= before + own) {  // exactly one thread
 #pragma unroll
     for (int i = 0; i < kPer; ++i) {
@@ -185,7 +191,9 @@ __device__ void topk_resident(const TopkParams& p) {
     cp_async_commit();
   }
   const int words = (end - begin + 31) >> 5;
-  for (int i = threadIdx.x; i < kTopkFineBins / 2; i += kTopkThreads) sm.hist[i] = 0;
+  static_assert(kTopkFineBins == 8 * kTopkThreads, "eight fine bins per thread");
+  reinterpret_cast<uint4*>(sm.hist)[2 * threadIdx.x] = make_uint4(0, 0, 0, 0);
+  reinterpret_cast<uint4*>(sm.hist)[2 * threadIdx.x + 1] = make_uint4(0, 0, 0, 0);
   for (int i = threadIdx.x; i < words; i += kTopkThreads) {
     sm.above[i] = 0;
     sm.tied[i] = 0;
@@ -199,13 +207,19 @@ __device__ void topk_resident(const TopkParams& p) {
     if constexpr (kCluster == 1) __syncthreads();
     else cluster::sync();
   };
-  // Counts the cluster holds in word i of `counts` (this CTA's, or summed over the cluster).
-  auto cluster_word = [&](const unsigned int* counts, int i, auto&& add) {
+  // The cluster's sum of counts[i] (this CTA's alone without a cluster); every load is issued before
+  // the sum, so the remote latencies overlap.
+  auto cluster_sum = [](const unsigned int* counts, int i) {
     if constexpr (kCluster == 1) {
-      add(counts[i]);
+      return counts[i];
     } else {
+      unsigned int v[kCluster];
 #pragma unroll
-      for (int q = 0; q < kCluster; ++q) add(static_cast<unsigned int>(cluster::load(cluster::map(&counts[i], q))));
+      for (int q = 0; q < kCluster; ++q) v[q] = static_cast<unsigned int>(cluster::load(cluster::map(&counts[i], q)));
+      unsigned int sum = 0;
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) sum += v[q];
+      return sum;
     }
   };
 
@@ -216,22 +230,61 @@ __device__ void topk_resident(const TopkParams& p) {
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       const typename In::Raw x = Tile::element(v, e);
-      if (!In::is_nan(x)) {
-        const int b = In::fine_bin_of(x);
-        atomicAdd(&sm.hist[b >> 1], 1u << ((b & 1) << 4));
+      atomicAdd(&sm.hist[In::is_nan(x) ? kTopkFineBins : In::fine_bin_of(x)], 1u);  // no branch
+    }
+  }
+  // The threshold bin over the cluster's counts in two steps, so that few counts cross CTAs: the totals
+  // of the 512 groups of eight bins (one group per thread) find the group, then its eight bins the bin.
+  __syncthreads();
+  {
+    const uint4 a = reinterpret_cast<const uint4*>(sm.hist)[2 * threadIdx.x];
+    const uint4 b = reinterpret_cast<const uint4*>(sm.hist)[2 * threadIdx.x + 1];
+    sm.group_total[threadIdx.x] = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+  }
+  sync_all();
+  const int group_count[1] = {static_cast<int>(cluster_sum(sm.group_total, threadIdx.x))};
+  const FoundBin group = scan_threshold<1>(group_count, k, sm);
+  if (group.bin < kTopkThreads && threadIdx.x < 32) {
+    // Lane l reads bin l & 7 of the group in CTA l >> 3 (two passes for a cluster of 8); the lanes of a bin sum over the CTAs.
+    const int lane = threadIdx.x;
+    int count = 0;
+#pragma unroll
+    for (int q = lane >> 3; q < kCluster; q += 4) {
+      const unsigned int* at = &sm.hist[8 * group.bin + (lane & 7)];
+      count += kCluster == 1 ? static_cast<int>(*at) : cluster::load(cluster::map(at, q));
+    }
+#pragma unroll
+    for (int d = 8; d < 32; d <<= 1) count += __shfl_xor_sync(0xffffffffu, count, d);
+    int b[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) b[j] = __shfl_sync(0xffffffffu, count, j);
+    if (lane == 0) {
+      int before = group.above;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        if (before < k && k <= before + b[i]) {
+          sm.found_bin[0] = 8 * group.bin + i;
+          sm.found_bin[1] = before;
+          sm.found_bin[2] = b[i];
+          sm.found_bin[3] = i < 4 ? b[0] + b[1] + b[2] + b[3] : b[4] + b[5] + b[6] + b[7];
+        }
+        before += b[i];
       }
     }
   }
-  sync_all();
-  static_assert(kTopkFineBins == 8 * kTopkThreads, "eight fine bins (four words) per thread");
-  int c[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-#pragma unroll
-  for (int j = 0; j < 4; ++j)
-    cluster_word(sm.hist, 4 * static_cast<int>(threadIdx.x) + j, [&](unsigned int w) {
-      c[2 * j] += static_cast<int>(w & 0xffffu);
-      c[2 * j + 1] += static_cast<int>(w >> 16);
-    });
-  const FoundBin f = scan_threshold<8>(c, k, sm);
+  __syncthreads();
+  FoundBin f;
+  f.total = group.total;
+  if (group.bin < kTopkThreads) {
+    f.bin = sm.found_bin[0];
+    f.above = sm.found_bin[1];
+    f.count = sm.found_bin[2];
+    f.group = sm.found_bin[3];
+  } else {
+    f.bin = kTopkFineBins;
+    f.above = group.total;
+    f.count = f.group = 0;
+  }
 
   // 2. The threshold bin as keys [lo, hi), narrowed while it outgrows the candidate buffer.
   unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
@@ -259,9 +312,8 @@ __device__ void topk_resident(const TopkParams& p) {
       }
     }
     sync_all();
-    int d[2] = {0, 0};
-#pragma unroll
-    for (int j = 0; j < 2; ++j) cluster_word(sm.digits, 2 * static_cast<int>(threadIdx.x) + j, [&](unsigned int w) { d[j] += static_cast<int>(w); });
+    const int d[2] = {static_cast<int>(cluster_sum(sm.digits, 2 * static_cast<int>(threadIdx.x))),
+                      static_cast<int>(cluster_sum(sm.digits, 2 * static_cast<int>(threadIdx.x) + 1))};
     const FoundBin g = scan_threshold<2>(d, need, sm);
     const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
     need -= g.above;
@@ -361,11 +413,22 @@ __device__ void topk_resident(const TopkParams& p) {
   }
   __syncthreads();
 
-  // 5. Output positions from the bitmaps: two words per thread, counted, scanned, then written.
-  static_assert(kResidentWords == 2 * kTopkThreads, "two bitmap words per thread");
-  const int w0 = 2 * static_cast<int>(threadIdx.x);
-  const unsigned int a0 = w0 < words ? sm.above[w0] : 0u, a1 = w0 + 1 < words ? sm.above[w0 + 1] : 0u;
-  const unsigned int t0 = w0 < words ? sm.tied[w0] : 0u, t1 = w0 + 1 < words ? sm.tied[w0 + 1] : 0u;
+  // 5. Output positions from the bitmaps. Each thread takes the columns it selected from (live * kPer
+  // from `first`), so the work is balanced: counted, scanned, placed in shared memory, then written.
+  const int span = live * kPer, first = static_cast<int>(threadIdx.x) * span, w = first >> 5;
+  unsigned int a0 = 0, a1 = 0, t0 = 0, t1 = 0;  // bit i: column first + i, and first + 32 + i
+  if (w < words) {
+    a0 = sm.above[w];
+    t0 = sm.tied[w];
+    if (span < 32) {
+      const unsigned int mask = (1u << span) - 1u;
+      a0 = (a0 >> (first & 31)) & mask;
+      t0 = (t0 >> (first & 31)) & mask;
+    } else if (span == 64 && w + 1 < words) {
+      a1 = sm.above[w + 1];
+      t1 = sm.tied[w + 1];
+    }
+  }
   // Winners <= k < 2^16 and ties < 2^16 per CTA, so both fit one word.
   const unsigned int counts = static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
   unsigned int cta_total;
@@ -386,10 +449,17 @@ __device__ void topk_resident(const TopkParams& p) {
       tied_all += sm.peer_tied[q];
     }
   }
-  int* indices = p.indices + static_cast<long long>(r) * k;
-  float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
+  // This CTA's winners hold a contiguous range of output positions from `base`: placed in shared
+  // memory first, so that the global writes are coalesced.
+  const int base = above_before + min(tied_before, tie_slots);
   int na = above_before + static_cast<int>(before & 0xffffu), nt = tied_before + static_cast<int>(before >> 16);
-  auto emit = [&](int word, unsigned int a, unsigned int t) {
+  auto place = [&](int from, unsigned int a, unsigned int t) {
+    if (t == 0) {  // no ties here (the usual case): the winners go one after the other
+      int at = na + min(nt, tie_slots) - base;
+      na += __popc(a);
+      for (unsigned int m = a; m != 0; m &= m - 1) sm.out[at++] = from + __ffs(static_cast<int>(m)) - 1;
+      return;
+    }
     for (unsigned int m = a | t; m != 0; m &= m - 1) {
       const int bit = __ffs(static_cast<int>(m)) - 1;
       int position;
@@ -400,15 +470,20 @@ __device__ void topk_resident(const TopkParams& p) {
         position = nt < tie_slots ? na + nt : -1;
         ++nt;
       }
-      if (position >= 0) {
-        const int s = word * 32 + bit;
-        indices[position] = output_index(p, r, begin + s);
-        if (values != nullptr) values[position] = In::value(tile.at_column(s));
-      }
+      if (position >= 0) sm.out[position - base] = from + bit;
     }
   };
-  emit(w0, a0, t0);
-  emit(w0 + 1, a1, t1);
+  place(first, a0, t0);
+  place(first + 32, a1, t1);
+  __syncthreads();
+  const int cta_selected = static_cast<int>(cta_total & 0xffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 16));
+  int* indices = p.indices + static_cast<long long>(r) * k;
+  float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
+  for (int i = threadIdx.x; i < cta_selected; i += kTopkThreads) {
+    const int s = sm.out[i];
+    indices[base + i] = output_index(p, r, begin + s);
+    if (values != nullptr) values[base + i] = In::value(tile.at_column(s));
+  }
   if (rank == 0) {
     const int selected = above_all + min(tied_all, tie_slots);
     for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kTopkThreads) {

@@ -43,6 +43,8 @@ std::vector<int> supported_topk_splits(const Arch& arch);
 // cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
 // of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row; a row of
 // at most 16384 columns stays on one CTA. The crossovers were measured on the H200 (runtime/topk.cpp).
+// topk() then takes a larger split where that lets the resident selector hold the row (its segment per
+// CTA fits shared memory) and rows * split stays within two CTAs per multiprocessor.
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {
@@ -65,7 +67,8 @@ struct TopkOptions {
   // with rows a multiple of B (row r belongs to request r / (rows / B)): column i becomes
   // block_table[b][i / 64] * 64 + i % 64; -1 stays -1. `sorted` still orders by column.
   TensorView block_table{};
-  // CTAs per row: 0 picks automatic_topk_split(); 1, 2, 4 or 8 forces one (2..8 need sm_90 or newer).
+  // CTAs per row: 0 picks automatic_topk_split() (or a larger split that keeps the row resident, see
+  // there); 1, 2, 4 or 8 forces one (2..8 need sm_90 or newer).
   // Every choice gives the same bytes.
   int split = 0;
 };
