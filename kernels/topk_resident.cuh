@@ -12,7 +12,8 @@
 //      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
 //   3. The leader ranks the candidates' keys (the cluster's, gathered into its buffer) by 10-bit digits
 //      until the winners are known; each CTA marks its own: a winner in the bitmap, or, when only some
-//      columns of the last key are needed, a tie in a second bitmap.
+//      columns of the last key are needed, a tie in a second bitmap. A single CTA with at most 64
+//      candidates ranks them in one warp instead, each against all by key and then column.
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
@@ -224,14 +225,20 @@ __device__ void topk_resident(const TopkParams& p) {
   };
 
   // 1. Fine-bin counts, and the threshold bin over the cluster's.
-#pragma unroll 1
-  for (int u = 0; u < spans; ++u) {
-    const uint4 v = tile.vector(u);
+  // Two vectors per step (spans is 1 or even), both read before either is counted.
+  auto count = [&](const uint4& v) {
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       const typename In::Raw x = Tile::element(v, e);
       atomicAdd(&sm.hist[In::is_nan(x) ? kTopkFineBins : In::fine_bin_of(x)], 1u);  // no branch
     }
+  };
+  if (spans == 1) count(tile.vector(0));
+#pragma unroll 1
+  for (int u = 0; u + 1 < spans; u += 2) {
+    const uint4 v0 = tile.vector(u), v1 = tile.vector(u + 1);
+    count(v0);
+    count(v1);
   }
   // The threshold bin over the cluster's counts in two steps, so that few counts cross CTAs: the totals
   // of the 512 groups of eight bins (one group per thread) find the group, then its eight bins the bin.
@@ -329,9 +336,7 @@ __device__ void topk_resident(const TopkParams& p) {
   {
     const float above_at = bound_value<In>(hi), candidate_at = bound_value<In>(lo);
     unsigned long long above = 0, inside = 0;  // bit i: this thread's i-th logit
-#pragma unroll 1
-    for (int u = 0; u < spans; ++u) {
-      const uint4 v = tile.vector(u);
+    auto classify = [&](const uint4& v, int u) {
       unsigned int a = 0, b = 0;
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
@@ -341,6 +346,13 @@ __device__ void topk_resident(const TopkParams& p) {
       }
       above |= static_cast<unsigned long long>(a) << (u * kPer);
       inside |= static_cast<unsigned long long>(b & ~a) << (u * kPer);
+    };
+    if (spans == 1) classify(tile.vector(0), 0);
+#pragma unroll 1
+    for (int u = 0; u + 1 < spans; u += 2) {
+      const uint4 v0 = tile.vector(u), v1 = tile.vector(u + 1);
+      classify(v0, u);
+      classify(v1, u + 1);
     }
     // A thread's columns are live * kPer (a power of two, at most 64) consecutive ones from `first`,
     // aligned to their count: within one word, or exactly two.
@@ -381,7 +393,7 @@ __device__ void topk_resident(const TopkParams& p) {
   // 4. Which candidates win: all of them when exactly `need` are in the interval, else the leader ranks.
   unsigned int win_at = hi, tie_from = lo;
   int tie_slots = single ? need : 0;
-  bool all_in = true;
+  bool all_in = true, ranked = false;  // ranked: the winners are already marked
   if (!single && total_candidates > need) {
     if constexpr (kCluster > 1) {
       if (rank != 0) {
@@ -395,15 +407,38 @@ __device__ void topk_resident(const TopkParams& p) {
           for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
       }
       cluster::sync();
+    } else if (total_candidates <= 2 * 32) {
+      // Few candidates (the usual case for one CTA): one warp ranks each against all, by key and then
+      // column, in registers and shuffles (no branch, no digit rounds), and marks the winners.
+      if (threadIdx.x < 32) {
+        const int lane = static_cast<int>(threadIdx.x);
+        const bool has0 = lane < total_candidates, has1 = lane + 32 < total_candidates;
+        // An empty slot has key 0 (below every score's key) and the last column: never ahead of a candidate.
+        const unsigned int k0 = has0 ? sm.candidate_key[lane] : 0u, k1 = has1 ? sm.candidate_key[lane + 32] : 0u;
+        const int c0 = has0 ? sm.candidate_index[lane] : 0x7fffffff, c1 = has1 ? sm.candidate_index[lane + 32] : 0x7fffffff;
+        int ahead0 = 0, ahead1 = 0;
+#pragma unroll
+        for (int j = 0; j < 32; ++j) {
+          const unsigned int ka = __shfl_sync(0xffffffffu, k0, j), kb = __shfl_sync(0xffffffffu, k1, j);
+          const int ca = __shfl_sync(0xffffffffu, c0, j), cb = __shfl_sync(0xffffffffu, c1, j);
+          ahead0 += static_cast<int>(ka > k0 || (ka == k0 && ca < c0)) + static_cast<int>(kb > k0 || (kb == k0 && cb < c0));
+          ahead1 += static_cast<int>(ka > k1 || (ka == k1 && ca < c1)) + static_cast<int>(kb > k1 || (kb == k1 && cb < c1));
+        }
+        if (has0 && ahead0 < need) atomicOr(&sm.above[c0 >> 5], 1u << (c0 & 31));
+        if (has1 && ahead1 < need) atomicOr(&sm.above[c1 >> 5], 1u << (c1 & 31));
+      }
+      ranked = true;
     } else {
       rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
     }
-    win_at = sm.decision[0];
-    tie_from = sm.decision[1];
-    tie_slots = static_cast<int>(sm.decision[2]);
-    all_in = sm.decision[3] != 0;
+    if (!ranked) {
+      win_at = sm.decision[0];
+      tie_from = sm.decision[1];
+      tie_slots = static_cast<int>(sm.decision[2]);
+      all_in = sm.decision[3] != 0;
+    }
   }
-  if (!single) {
+  if (!single && !ranked) {
     for (int i = threadIdx.x; i < mine; i += kTopkThreads) {
       const unsigned int key = sm.candidate_key[i];
       const int s = sm.candidate_index[i];
