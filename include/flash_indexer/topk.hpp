@@ -76,7 +76,9 @@ struct TopkOptions {
 // What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the
 // call, e.g. to notice a stale histogram in a pipeline.
 struct TopkRowReport {
-  std::int32_t histogram_use;    // 0: none given, counted; 1: the given one was used; 2: it did not add up, recounted
+  // 0: counted here (none given, or the row was resident: the resident selector never reads one);
+  // 1: the given one was used; 2: it did not add up, recounted.
+  std::int32_t histogram_use;
   // Bin of the k-th score; 1024 when every selectable column was taken. With histogram_use 1 a CONTRACT 3
   // coarse bin; otherwise one of the selector's own 1024 bins, which it counts when no histogram is given:
   // best first, the magnitude's exponent and top 3 mantissa bits (FP16: top 4) on each side of zero,
@@ -85,8 +87,10 @@ struct TopkRowReport {
   // Columns in that bin; -1 for a long row (no histogram given) selected in one pass from a cutoff
   // estimated on a sample of it, which counts no bin.
   std::int32_t threshold_count;
-  std::int32_t row_passes;       // extra passes over the row: the threshold bin outgrew the on-chip buffer
-                                 // (4096 candidates) and held more than one value; 2 per narrowing step
+  // Extra passes over the row: the threshold bin outgrew the on-chip candidate buffer. Streaming
+  // selector: a selector bin of more than 4096 columns holding more than one value, 2 per narrowing
+  // step; resident selector: a fine bin (a quarter of a selector bin) of more than 2048, 1 per step.
+  std::int32_t row_passes;
 };
 
 // Bytes of workspace topk() needs for `rows` rows (allocate once; nothing is allocated per call).
