@@ -27,10 +27,11 @@ namespace flash_indexer {
 namespace kernels {
 
 constexpr int kResidentCandidates = kTopkResidentCandidates;
-// Bitmap words of the largest segment (kMaxLive vectors of eight 16-bit logits per thread).
-constexpr int kResidentWords = kMaxLive * kTopkThreads * 8 / 32;
 
+template <int kThreads>
 struct TopkResidentSmem {
+  // Bitmap words of the largest segment (kMaxLive vectors of eight 16-bit logits per thread).
+  static constexpr int kWords = kMaxLive * kThreads * 8 / 32;
   alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts; NaNs are counted past the end, in hist[kTopkFineBins]
   unsigned int digits[1 << kRefineBits];             // narrowing and ranking digit counts, largest digit first
   unsigned int candidate_key[kResidentCandidates];   // the leader's holds the whole cluster's keys when ranking
@@ -38,10 +39,10 @@ struct TopkResidentSmem {
     int candidate_index[kResidentCandidates];  // column in the segment
     int out[kMaxTopk];                         // this CTA's winners (columns of the segment), in output order
   };
-  unsigned int above[kResidentWords];                // bit per column of the segment: a winner
-  unsigned int tied[kResidentWords];                 // bit per column: holds the last key, lowest columns first
-  unsigned int group_total[kTopkThreads];            // the counts of each thread's eight fine bins
-  alignas(16) unsigned int warp_sums[kTopkThreads / 32];
+  unsigned int above[kWords];                // bit per column of the segment: a winner
+  unsigned int tied[kWords];                 // bit per column: holds the last key, lowest columns first
+  unsigned int group_total[kThreads];                // the counts of each thread's fine bins
+  alignas(16) unsigned int warp_sums[kThreads / 32];
   int found[4];
   int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin  // threshold scan: bin, count before it, count in it, count in its selector bin (4 fine bins)
   int candidates;
@@ -53,7 +54,7 @@ struct TopkResidentSmem {
 };
 
 struct FoundBin {
-  int bin;    // kPer * kTopkThreads: fewer than k counted
+  int bin;    // kPer * kThreads: fewer than k counted
   int above;  // count in bins before `bin`
   int count;  // count in `bin`
   int group;  // count in the aligned group of four bins holding `bin` (fine bins: its selector bin)
@@ -62,8 +63,8 @@ struct FoundBin {
 
 // The bin where the running count (bin 0 first) reaches k; thread t holds the counts of bins
 // [t * kPer, (t + 1) * kPer). Every thread calls it; two barriers.
-template <int kPer>
-__device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem& sm) {
+template <int kThreads, int kPer>
+__device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem<kThreads>& sm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int own = 0;
 #pragma unroll
@@ -77,7 +78,7 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem
   if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
   __syncthreads();
   // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total lane 15's.
-  constexpr int kWarps = kTopkThreads / 32;
+  constexpr int kWarps = kThreads / 32;
   int sums = lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0;
 #pragma unroll
   for (int d = 1; d < kWarps; d <<= 1) {
@@ -108,7 +109,7 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem
   FoundBin f;
   f.total = total;
   if (total < k) {
-    f.bin = kPer * kTopkThreads;
+    f.bin = kPer * kThreads;
     f.above = total;
     f.count = 0;
     f.group = 0;
@@ -125,23 +126,26 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem
 // 10-bit digits of key - lo: writes the decision to sm.decision. Keys >= decision[0] win; keys in
 // [decision[1], decision[0]) all win if decision[3], else the first decision[2] of them by column.
 // Every thread of the CTA calls it.
-__device__ void rank_candidates(int size, int need, unsigned long long lo, unsigned long long hi, TopkResidentSmem& sm) {
+template <int kThreads>
+__device__ void rank_candidates(int size, int need, unsigned long long lo, unsigned long long hi, TopkResidentSmem<kThreads>& sm) {
   constexpr int kDigits = 1 << kRefineBits;
+  constexpr int kPer = kDigits / kThreads;
   int ties = need;
   bool all = false;
 #pragma unroll 1
   while (hi - lo > 1) {
     const int shift = max(0, 64 - __clzll(static_cast<long long>(hi - 1 - lo)) - kRefineBits);
-    for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.digits[i] = 0;
+    for (int i = threadIdx.x; i < kDigits; i += kThreads) sm.digits[i] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < size; i += kTopkThreads) {
+    for (int i = threadIdx.x; i < size; i += kThreads) {
       const unsigned long long key = sm.candidate_key[i];
       if (key >= lo && key < hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
     }
     __syncthreads();
-    static_assert(kDigits == 2 * kTopkThreads, "two digits per thread");
-    const int d[2] = {static_cast<int>(sm.digits[2 * threadIdx.x]), static_cast<int>(sm.digits[2 * threadIdx.x + 1])};
-    const FoundBin g = scan_threshold<2>(d, ties, sm);
+    int d[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) d[i] = static_cast<int>(sm.digits[kPer * threadIdx.x + i]);
+    const FoundBin g = scan_threshold<kThreads, kPer>(d, ties, sm);
     const unsigned long long digit = static_cast<unsigned long long>(kDigits - 1 - g.bin);
     ties -= g.above;
     lo += digit << shift;
@@ -160,16 +164,17 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
   __syncthreads();
 }
 
-template <LogitsOut kIn, int kCluster, int kStages>
+template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
 __device__ void topk_resident(const TopkParams& p) {
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
-  static_assert(kStages * kStageVectors <= kMaxLive * kTopkThreads, "stages");
+  static_assert(kStages * kStageVectors <= kMaxLive * kThreads, "stages");
+  static_assert(kThreads == 512 || kThreads == 1024, "threads");
   using In = TopkInput<kIn>;
-  using Tile = TopkTile<In>;
+  using Tile = TopkTile<In, kThreads>;
   constexpr int kPer = Tile::kPer;
   constexpr int kDigits = 1 << kRefineBits;
   static_assert(kMaxLive * kPer <= 64, "a thread's columns fit a 64-bit mask");
-  __shared__ TopkResidentSmem sm;
+  __shared__ TopkResidentSmem<kThreads> sm;
   extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
 
   const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
@@ -192,10 +197,11 @@ __device__ void topk_resident(const TopkParams& p) {
     cp_async_commit();
   }
   const int words = (end - begin + 31) >> 5;
-  static_assert(kTopkFineBins == 8 * kTopkThreads, "eight fine bins per thread");
-  reinterpret_cast<uint4*>(sm.hist)[2 * threadIdx.x] = make_uint4(0, 0, 0, 0);
-  reinterpret_cast<uint4*>(sm.hist)[2 * threadIdx.x + 1] = make_uint4(0, 0, 0, 0);
-  for (int i = threadIdx.x; i < words; i += kTopkThreads) {
+  constexpr int kGroup = kTopkFineBins / kThreads;  // fine bins per thread: 8 or 4
+  static_assert(kGroup == 4 || kGroup == 8, "whole vectors of fine bins per thread");
+#pragma unroll
+  for (int j = 0; j < kGroup / 4; ++j) reinterpret_cast<uint4*>(sm.hist)[kGroup / 4 * threadIdx.x + j] = make_uint4(0, 0, 0, 0);
+  for (int i = threadIdx.x; i < words; i += kThreads) {
     sm.above[i] = 0;
     sm.tied[i] = 0;
   }
@@ -241,39 +247,44 @@ __device__ void topk_resident(const TopkParams& p) {
     count(v1);
   }
   // The threshold bin over the cluster's counts in two steps, so that few counts cross CTAs: the totals
-  // of the 512 groups of eight bins (one group per thread) find the group, then its eight bins the bin.
+  // of the groups of kGroup bins (one group per thread) find the group, then its bins the bin.
   __syncthreads();
   {
-    const uint4 a = reinterpret_cast<const uint4*>(sm.hist)[2 * threadIdx.x];
-    const uint4 b = reinterpret_cast<const uint4*>(sm.hist)[2 * threadIdx.x + 1];
-    sm.group_total[threadIdx.x] = a.x + a.y + a.z + a.w + b.x + b.y + b.z + b.w;
+    unsigned int total = 0;
+#pragma unroll
+    for (int j = 0; j < kGroup / 4; ++j) {
+      const uint4 a = reinterpret_cast<const uint4*>(sm.hist)[kGroup / 4 * threadIdx.x + j];
+      total += a.x + a.y + a.z + a.w;
+    }
+    sm.group_total[threadIdx.x] = total;
   }
   sync_all();
   const int group_count[1] = {static_cast<int>(cluster_sum(sm.group_total, threadIdx.x))};
-  const FoundBin group = scan_threshold<1>(group_count, k, sm);
-  if (group.bin < kTopkThreads && threadIdx.x < 32) {
-    // Lane l reads bin l & 7 of the group in CTA l >> 3 (two passes for a cluster of 8); the lanes of a bin sum over the CTAs.
+  const FoundBin group = scan_threshold<kThreads, 1>(group_count, k, sm);
+  if (group.bin < kThreads && threadIdx.x < 32) {
+    // Lane l reads bin l % kGroup of the group in CTA l / kGroup (and every 32 / kGroup CTAs after it);
+    // the lanes of a bin sum over the CTAs.
     const int lane = threadIdx.x;
     int count = 0;
 #pragma unroll
-    for (int q = lane >> 3; q < kCluster; q += 4) {
-      const unsigned int* at = &sm.hist[8 * group.bin + (lane & 7)];
+    for (int q = lane / kGroup; q < kCluster; q += 32 / kGroup) {
+      const unsigned int* at = &sm.hist[kGroup * group.bin + lane % kGroup];
       count += kCluster == 1 ? static_cast<int>(*at) : cluster::load(cluster::map(at, q));
     }
 #pragma unroll
-    for (int d = 8; d < 32; d <<= 1) count += __shfl_xor_sync(0xffffffffu, count, d);
-    int b[8];
+    for (int d = kGroup; d < 32; d <<= 1) count += __shfl_xor_sync(0xffffffffu, count, d);
+    int b[kGroup];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) b[j] = __shfl_sync(0xffffffffu, count, j);
+    for (int j = 0; j < kGroup; ++j) b[j] = __shfl_sync(0xffffffffu, count, j);
     if (lane == 0) {
       int before = group.above;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
+      for (int i = 0; i < kGroup; ++i) {
         if (before < k && k <= before + b[i]) {
-          sm.found_bin[0] = 8 * group.bin + i;
+          sm.found_bin[0] = kGroup * group.bin + i;
           sm.found_bin[1] = before;
           sm.found_bin[2] = b[i];
-          sm.found_bin[3] = i < 4 ? b[0] + b[1] + b[2] + b[3] : b[4] + b[5] + b[6] + b[7];
+          sm.found_bin[3] = b[i & ~3] + b[(i & ~3) + 1] + b[(i & ~3) + 2] + b[(i & ~3) + 3];
         }
         before += b[i];
       }
@@ -282,7 +293,7 @@ __device__ void topk_resident(const TopkParams& p) {
   __syncthreads();
   FoundBin f;
   f.total = group.total;
-  if (group.bin < kTopkThreads) {
+  if (group.bin < kThreads) {
     f.bin = sm.found_bin[0];
     f.above = sm.found_bin[1];
     f.count = sm.found_bin[2];
@@ -306,7 +317,7 @@ __device__ void topk_resident(const TopkParams& p) {
   while (in_bin > kResidentCandidates && hi - lo > 1) {
     if (kCluster > 1 && passes > 0) cluster::sync();  // the other CTAs have read this CTA's digits
     const int shift = max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kRefineBits);
-    for (int i = threadIdx.x; i < kDigits; i += kTopkThreads) sm.digits[i] = 0;
+    for (int i = threadIdx.x; i < kDigits; i += kThreads) sm.digits[i] = 0;
     __syncthreads();
 #pragma unroll 1
     for (int u = 0; u < spans; ++u) {
@@ -319,9 +330,11 @@ __device__ void topk_resident(const TopkParams& p) {
       }
     }
     sync_all();
-    const int d[2] = {static_cast<int>(cluster_sum(sm.digits, 2 * static_cast<int>(threadIdx.x))),
-                      static_cast<int>(cluster_sum(sm.digits, 2 * static_cast<int>(threadIdx.x) + 1))};
-    const FoundBin g = scan_threshold<2>(d, need, sm);
+    constexpr int kDigitsPer = kDigits / kThreads;
+    int d[kDigitsPer];
+#pragma unroll
+    for (int i = 0; i < kDigitsPer; ++i) d[i] = static_cast<int>(cluster_sum(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
+    const FoundBin g = scan_threshold<kThreads, kDigitsPer>(d, need, sm);
     const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
     need -= g.above;
     const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
@@ -398,7 +411,7 @@ __device__ void topk_resident(const TopkParams& p) {
     if constexpr (kCluster > 1) {
       if (rank != 0) {
         const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
-        for (int i = threadIdx.x; i < mine; i += kTopkThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
+        for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
       }
       cluster::sync();
       if (rank == 0) {
@@ -439,7 +452,7 @@ __device__ void topk_resident(const TopkParams& p) {
     }
   }
   if (!single && !ranked) {
-    for (int i = threadIdx.x; i < mine; i += kTopkThreads) {
+    for (int i = threadIdx.x; i < mine; i += kThreads) {
       const unsigned int key = sm.candidate_key[i];
       const int s = sm.candidate_index[i];
       if (key >= win_at || (all_in && key >= tie_from)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
@@ -467,7 +480,7 @@ __device__ void topk_resident(const TopkParams& p) {
   // Winners <= k < 2^16 and ties < 2^16 per CTA, so both fit one word.
   const unsigned int counts = static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
   unsigned int cta_total;
-  const unsigned int before = BlockScan<kTopkThreads>::exclusive(counts, sm.warp_sums, cta_total);
+  const unsigned int before = BlockScan<kThreads>::exclusive(counts, sm.warp_sums, cta_total);
   int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu), tied_all = static_cast<int>(cta_total >> 16);
   if constexpr (kCluster > 1) {
     if (threadIdx.x < kCluster) {
@@ -514,14 +527,14 @@ __device__ void topk_resident(const TopkParams& p) {
   const int cta_selected = static_cast<int>(cta_total & 0xffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 16));
   int* indices = p.indices + static_cast<long long>(r) * k;
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
-  for (int i = threadIdx.x; i < cta_selected; i += kTopkThreads) {
+  for (int i = threadIdx.x; i < cta_selected; i += kThreads) {
     const int s = sm.out[i];
     indices[base + i] = output_index(p, r, begin + s);
     if (values != nullptr) values[base + i] = In::value(tile.at_column(s));
   }
   if (rank == 0) {
     const int selected = above_all + min(tied_all, tie_slots);
-    for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kTopkThreads) {
+    for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kThreads) {
       indices[i] = -1;
       if (values != nullptr) values[i] = negative_infinity();
     }

@@ -27,7 +27,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // vectors [t * live, (t + 1) * live), so column order is (thread, u, e) and one warp scan of per-thread
 // counts places a whole tile. The vectors are copied in global order (coalesced) into swizzled slots
 // (slot()), so neither the copies nor the owners' reads conflict on shared-memory banks.
-template <class In>
+template <class In, int kThreads = kTopkThreads>
 struct TopkTile {
   using Raw = typename In::Raw;
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
@@ -37,7 +37,7 @@ struct TopkTile {
   __device__ __forceinline__ int live_shift() const { return live >= 4 ? (live >> 2) + 1 : live >> 1; }
   // Vectors per thread for a tile of `vectors` vectors: a power of two, so the loader needs no division.
   __device__ __forceinline__ static int live_for(int vectors) {
-    const int per = (vectors + kTopkThreads - 1) / kTopkThreads;
+    const int per = (vectors + kThreads - 1) / kThreads;
     return per <= 1 ? 1 : per <= 2 ? 2 : per <= 4 ? 4 : 8;
   }
 
@@ -48,7 +48,7 @@ struct TopkTile {
   // lanes of a 16-byte access (one shared-memory wavefront) then hit eight different bank quads, both
   // for the loader (consecutive vectors: a few owners, several u) and for the owner's reads (one u,
   // consecutive owners).
-  __device__ __forceinline__ int slot(int u, int owner) const { return u * kTopkThreads + (owner ^ (u * (8 / live))); }
+  __device__ __forceinline__ int slot(int u, int owner) const { return u * kThreads + (owner ^ (u * (8 / live))); }
   __device__ __forceinline__ uint4 vector(int u) const { return slots[slot(u, threadIdx.x)]; }
   __device__ __forceinline__ static Raw element(const uint4& v, int e) {  // e: a constant
     const int i = kPer == 4 ? e : e >> 1;
@@ -68,14 +68,14 @@ struct TopkTile {
     return reinterpret_cast<const Raw*>(&slots[slot(g & (live - 1), g >> live_shift())])[s % kPer];
   }
 
-  // Copies columns [base, base + live * kTopkThreads * kPer) of the row into the tile's slots; columns at
+  // Copies columns [base, base + live * kThreads * kPer) of the row into the tile's slots; columns at
   // or past `end` read as NaN. Whole vectors of a 16-byte aligned row go by cp.async (coalesced: thread t
   // copies vectors t, t + 512, ...); a partial vector and rows off 16 bytes go element by element. The
   // caller commits, waits and synchronizes the block before the tile is read.
   __device__ __forceinline__ void load(const void* row, int end, bool aligned, uint4* slots_rw) const {
-    const int vectors = live * kTopkThreads;
+    const int vectors = live * kThreads;
     const Raw nan = In::nan();
-    for (int g = threadIdx.x; g < vectors; g += kTopkThreads) {
+    for (int g = threadIdx.x; g < vectors; g += kThreads) {
       const int owner = g >> live_shift(), u = g & (live - 1);
       uint4* slot = slots_rw + this->slot(u, owner);
       const int s = base + g * kPer;

@@ -16,19 +16,23 @@ static_assert(kMaxTopk == kernels::kMaxTopk);
 static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
 
 std::string TopkConfig::key() const {
-  return fmt::format("topk.{}{}.in-{}.{}", resident ? "resident" : "split", split, logits_name(logits), arch.name());
+  return fmt::format("topk.{}{}.in-{}.{}", wide ? "residentwide" : resident ? "resident" : "split", split, logits_name(logits),
+                     arch.name());
 }
 
 TopkConfig TopkConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
   const bool resident = parts.size() == 4 && parts[1].starts_with("resident");
+  const bool wide = resident && parts[1].starts_with("residentwide");
   if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident) || !in)
-    throw ArgumentError(fmt::format(
-        "kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch> or topk.resident<1|2|4|8>.in-<f32|f16|bf16>.<arch>", key));
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
+                                    "topk.resident<1|2|4|8>... or topk.residentwide<1|2|4|8>...",
+                                    key));
   TopkConfig c;
   c.resident = resident;
-  c.split = parse_int_after(parts[1], resident ? "resident" : "split", key);
+  c.wide = wide;
+  c.split = parse_int_after(parts[1], wide ? "residentwide" : resident ? "resident" : "split", key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -43,6 +47,9 @@ void TopkConfig::check_supported() const {
                                     static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
+  if (wide && (!resident || arch.major < 9))
+    throw ArgumentError(fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(),
+                                    arch.name()));
   if (split > 1 && arch.major < 9)
     throw ArgumentError(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
                                     split, arch.name()));
@@ -55,9 +62,10 @@ std::vector<int> supported_topk_splits(const Arch& arch) {
 
 std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
   std::vector<TopkConfig> configs;
-  for (bool resident : {false, true})
+  for (int variant = 0; variant < (arch.major >= 9 ? 3 : 2); ++variant)  // streaming, resident, wide resident
     for (int split : supported_topk_splits(arch))
-      for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) configs.push_back({dtype, arch, split, resident});
+      for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+        configs.push_back({dtype, arch, split, variant >= 1, variant == 2});
   return configs;
 }
 
@@ -99,11 +107,53 @@ static int topk_stages(const Arch& arch) {
   return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10 ? 4 : 2;
 }
 
-std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch) {
-  return static_cast<std::int64_t>(topk_stages(arch)) * (kernels::kTopkStageBytes / 16) * (16 / (logits == LogitsDType::f32 ? 4 : 2));
+// The wide resident selector: 1024 threads, 8 stages (128 KiB), one CTA per SM.
+constexpr int kTopkWideThreads = 1024;
+constexpr int kTopkWideStages = 8;
+
+std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch, bool wide) {
+  return static_cast<std::int64_t>(wide ? kTopkWideStages : topk_stages(arch)) * (kernels::kTopkStageBytes / 16) *
+         (16 / (logits == LogitsDType::f32 ? 4 : 2));
 }
 // Two CTAs per SM: the per-row path is latency-bound, and a second CTA hides it.
 constexpr int kTopkCtasPerSm = 2;
+
+// The resident selector when the widest row's segment per CTA fits shared memory, in this order (an
+// automatic split may grow; a forced one stays):
+//   1. the 512-thread form at the split; 2. at a larger split that keeps one CTA per SM;
+//   3. the wide form (1024 threads, 128 KiB, one CTA per SM) at the split;
+//   4. the 512-thread form at a larger split within one wave of two CTAs per SM; 5. the wide form at a
+//   larger split; else the streaming selector at the split.
+// Measured on the H200 (docs/device-runs.md, runs 36 and 39, randn rows, k = 2048, microseconds):
+//   FP32 32 x 128K: streaming split 2 49.5, resident split 8 31.4, wide split 4 40.0;
+//   FP32 64 x 64K: resident split 4 29.8, wide split 2 23.9; FP32 32 x 64K: resident 4 20.3, wide 2 21.6;
+//   FP16 64 x 128K: resident split 4 35.2, wide split 2 27.6; FP16 32 x 256K: resident 8 36.9, wide 4 48.0;
+//   FP32 1-8 x 256K: streaming split 8 31.7-33.0, wide split 8 22.5-23.3;
+//   FP32 128 x 32K: streaming split 1 25.8, resident split 2 23.7; 512 x 32K: 71.6, 80.8.
+// The wide form is slower where the 512-thread form fits (1 x 8K FP32 10.3 against 11.9): its scans and
+// barriers span twice the warps.
+TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch, int multiprocessors,
+                              int split, bool automatic) {
+  const std::int64_t per = logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
+  const std::int64_t sms = multiprocessors;
+  auto segment = [&](int s) { return ((width + s - 1) / s + per - 1) / per * per; };
+  auto fits = [&](int s) { return segment(s) <= topk_resident_columns(logits, arch, false); };
+  auto fits_wide = [&](int s) { return arch.major >= 9 && rows * s <= sms && segment(s) <= topk_resident_columns(logits, arch, true); };
+  TopkChoice c{split, fits(split), false};
+  auto grow = [&](auto&& ok) {
+    for (int s : supported_topk_splits(arch))
+      if (s > c.split && ok(s)) {
+        c.split = s;
+        return true;
+      }
+    return false;
+  };
+  if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows * s <= sms; });
+  if (!c.resident) c.resident = c.wide = fits_wide(c.split);
+  if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows * s <= 2 * sms; });
+  if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
+  return c;
+}
 
 KernelSpec topk_kernel_spec(const TopkConfig& c) {
   c.check_supported();
@@ -111,22 +161,24 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.key = c.key();
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
-  spec.threads = kernels::kTopkThreads;
-  const int stages = topk_stages(c.arch);
+  spec.threads = c.wide ? kTopkWideThreads : kernels::kTopkThreads;
+  const int stages = c.wide ? kTopkWideStages : topk_stages(c.arch);
   spec.smem_bytes = static_cast<unsigned>(stages * kernels::kTopkStageBytes);  // the staging ring
+  // The resident selector takes its thread count as a template argument; the streaming one is 512 only.
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"{header}.cuh\"\n"
       "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
-      "  flash_indexer::kernels::{header}<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}>(p);\n"
+      "  flash_indexer::kernels::{header}<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}{threads_arg}>(p);\n"
       "}}\n",
       fmt::arg("header", c.resident ? "topk_resident" : "topk_split"),
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
       fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("stages", stages),
-      fmt::arg("ctas", kTopkCtasPerSm));
+      fmt::arg("threads_arg", c.resident ? fmt::format(", {}", spec.threads) : std::string()),
+      fmt::arg("ctas", c.wide ? 1 : kTopkCtasPerSm));
   spec.config = {{"kind", "topk"},
-                 {"variant", c.resident ? "resident" : "split"},
+                 {"variant", c.wide ? "resident-wide" : c.resident ? "resident" : "split"},
                  {"split", c.split},
                  {"logits", logits_name(c.logits)},
                  {"arch", c.arch.name()}};

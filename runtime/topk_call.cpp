@@ -17,7 +17,7 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const TopkConfig& c) const {
-    return (static_cast<std::size_t>(c.logits) * 16 + c.split) * 2 + (c.resident ? 1 : 0);
+    return (static_cast<std::size_t>(c.logits) * 16 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0);
   }
 };
 
@@ -128,32 +128,18 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
 TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream) {
   // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
   const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
-  int split = call.split != 0 ? call.split
-                              : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
+  const int split = call.split != 0 ? call.split
+                                    : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
                                                            one_cta.arch);
   if (split > 1 && one_cta.arch.major < 9)
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
                                     split, one_cta.arch.name()));
-  // The resident selector when the widest row's segment per CTA fits shared memory. An automatic split
-  // that would stream grows to the smallest cluster that holds the row, while the grid stays one wave
-  // (two CTAs per SM). Measured on the H200 (docs/device-runs.md, run 36, randn rows, k = 2048, FP32,
-  // microseconds): 32 x 128K split 2 / 4 / 8: 49.5 / 48.7 / 32.2; 64 x 128K: 51.7 / 65.8 / 49.8;
-  // 128 x 32K split 1 / 2: 25.8 / 23.7; 256 x 32K: 37.9 / 41.7; 512 x 32K: 71.6 / 80.8; FP16 16 x 256K
-  // split 4 / 8: 35.8 / 25.5.
-  const std::int64_t per = call.logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
-  const std::int64_t capacity = topk_resident_columns(call.logits, one_cta.arch);
-  auto fits = [&](int s) { return ((call.params.width + s - 1) / s + per - 1) / per * per <= capacity; };
-  if (call.split == 0 && !fits(split))
-    for (int s : supported_topk_splits(one_cta.arch))
-      if (s > split && fits(s) && call.params.rows * s <= 2LL * one_cta.multiprocessors) {
-        split = s;
-        break;
-      }
-  const bool resident = fits(split);
+  const TopkChoice c = choose_topk_kernel(call.params.rows, call.params.width, call.logits, one_cta.arch, one_cta.multiprocessors,
+                                          split, call.split == 0);
   TopkLaunch launch;
-  launch.kernel = split == 1 && !resident ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, split, resident}, stream);
+  launch.kernel = c.split == 1 && !c.resident ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide}, stream);
   launch.params = call.params;
-  launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(split);
+  launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
   return launch;
 }
 
@@ -180,8 +166,10 @@ void warm_topk(const TopkConfig& config) {
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
-  for (bool resident : {false, true})
-    for (int split : supported_topk_splits(current_device_arch())) loaded_kernel("warm_topk", {logits, Arch{}, split, resident}, nullptr);
+  const Arch arch = current_device_arch();
+  for (int variant = 0; variant < (arch.major >= 9 ? 3 : 2); ++variant)  // streaming, resident, wide resident
+    for (int split : supported_topk_splits(arch))
+      loaded_kernel("warm_topk", {logits, Arch{}, split, variant >= 1, variant == 2}, nullptr);
 }
 
 }  // namespace flash_indexer

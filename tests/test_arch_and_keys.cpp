@@ -52,8 +52,9 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig{LogitsDType::bf16, Arch{9, 0, true}}.key() == "topk.split1.in-bf16.sm_90a");
   CHECK(TopkConfig{LogitsDType::f16, Arch{9, 0, true}, 8}.key() == "topk.split8.in-f16.sm_90a");
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 4, true}.key() == "topk.resident4.in-f32.sm_90a");
-  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 2 * 4 * 3);  // streaming and resident
-  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3);      // no clusters before sm_90
+  CHECK(TopkConfig{LogitsDType::f16, Arch{9, 0, true}, 8, true, true}.key() == "topk.residentwide8.in-f16.sm_90a");
+  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3);  // streaming, resident, wide resident
+  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3);      // no clusters nor wide form before sm_90
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
     for (const auto& config : supported_topk_configs(arch)) CHECK(TopkConfig::parse_key(config.key()) == config);
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f8.sm_90a"), Contains("topk.split<1|2|4|8>.in-<f32|f16|bf16>"));
@@ -63,8 +64,9 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split4.in-f32.sm_80"), Contains("clusters"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident4.in-f32.sm_80"), Contains("clusters"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident.in-f32.sm_90a"), Contains("topk.resident"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide1.in-f32.sm_80"), Contains("needs sm_90"));
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  CHECK(specs.size() == 288 + 144 + 24 + 2);  // portable, sm90 (next_n <= 4), top-k, the two bench probes
+  CHECK(specs.size() == 288 + 144 + 36 + 2);  // portable, sm90 (next_n <= 4), top-k, the two bench probes
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

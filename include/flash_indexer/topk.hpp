@@ -25,10 +25,15 @@ struct TopkConfig {
   int split = 1;
   // The selector for rows whose segment per CTA stays in shared memory (16K FP32 or 32K FP16/BF16
   // logits per CTA on sm_80/90/100): fewer instructions per logit and no given histogram read (counting
-  // a resident segment costs less than checking one). topk() picks it whenever the widest row fits.
+  // a resident segment costs less than checking one). topk() picks it whenever the widest row fits
+  // (choose_topk_kernel in runtime/topk.cpp).
   bool resident = false;
+  // The resident selector with 1024 threads and a 128 KiB buffer (32K FP32 or 64K FP16/BF16 logits per
+  // CTA), one CTA per SM (sm_90 or newer): taken only for rows the 512-thread form cannot hold, since it
+  // is slower where both fit (its scans and barriers span twice the warps).
+  bool wide = false;
 
-  // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a
+  // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a, topk.residentwide8.in-f32.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;
@@ -43,8 +48,8 @@ std::vector<int> supported_topk_splits(const Arch& arch);
 // cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
 // of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row; a row of
 // at most 16384 columns stays on one CTA. The crossovers were measured on the H200 (runtime/topk.cpp).
-// topk() then takes a larger split where that lets the resident selector hold the row (its segment per
-// CTA fits shared memory) and rows * split stays within two CTAs per multiprocessor.
+// topk() then picks the selector, and may take a larger split that lets a resident selector hold the row
+// (its segment per CTA fits shared memory) within one wave (runtime/topk.cpp, choose_topk_kernel).
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {

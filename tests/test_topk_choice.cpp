@@ -1,0 +1,60 @@
+// Which top-k selector topk() launches (choose_topk_kernel, runtime/topk.cpp): the choices the H200
+// measurements behind its order picked (runs 36 and 39), computed here without a GPU.
+#include "catch_compat.hpp"
+
+#include "flash_indexer/topk.hpp"
+#include "topk_kernel.hpp"
+
+using namespace flash_indexer;
+
+namespace {
+
+const Arch h200{9, 0, true};
+constexpr int kSms = 132;
+
+// The automatic choice for rows x width, as topk() makes it.
+TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch = h200) {
+  return choose_topk_kernel(rows, width, logits, arch, kSms, automatic_topk_split(rows, width, kSms, arch), true);
+}
+
+void check(const TopkChoice& c, int split, bool resident, bool wide) {
+  CHECK(c.split == split);
+  CHECK(c.resident == resident);
+  CHECK(c.wide == wide);
+}
+
+}  // namespace
+
+TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA take the 512-thread resident form",
+          "[topk_choice]") {
+  for (std::int64_t rows : {1, 8, 64, 128, 512}) {
+    INFO(rows << " rows");
+    check(automatic(rows, 8192, LogitsDType::f32), 1, true, false);
+    check(automatic(rows, 16384, LogitsDType::f16), 1, true, false);
+  }
+  check(automatic(1, 131072, LogitsDType::f32), 8, true, false);   // 16K per CTA
+  check(automatic(64, 32768, LogitsDType::f32), 2, true, false);
+  check(automatic(32, 65536, LogitsDType::f32), 4, true, false);   // grown from 2: one CTA per SM
+  check(automatic(32, 131072, LogitsDType::f32), 8, true, false);  // grown from 2: two per SM beats wide at 4
+  check(automatic(32, 262144, LogitsDType::f16), 8, true, false);
+}
+
+TEST_CASE("topk kernel choice: the wide form where only it keeps the row on chip", "[topk_choice]") {
+  check(automatic(1, 262144, LogitsDType::f32), 8, true, true);    // 32K FP32 per CTA
+  check(automatic(8, 262144, LogitsDType::f32), 8, true, true);
+  check(automatic(64, 65536, LogitsDType::f32), 2, true, true);    // one CTA per SM beats 512 threads at split 4
+  check(automatic(64, 131072, LogitsDType::f16), 2, true, true);
+  check(automatic(128, 32768, LogitsDType::f32), 1, true, true);
+  // Not on sm_80 (no room for 128 KiB next to the rest), nor past one CTA per SM.
+  check(automatic(1, 32768, LogitsDType::f32, Arch{8, 0, false}), 1, false, false);
+  check(automatic(256, 32768, LogitsDType::f32), 1, false, false);
+}
+
+TEST_CASE("topk kernel choice: long rows in large batches stream, a forced split stays", "[topk_choice]") {
+  check(automatic(512, 32768, LogitsDType::f32), 1, false, false);
+  check(automatic(512, 131072, LogitsDType::f16), 1, false, false);
+  check(automatic(64, 131072, LogitsDType::f32), 2, false, false);
+  check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, kSms, 2, false), 2, false, false);
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 4, false), 4, true, true);  // 32K per CTA
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 1, false), 1, false, false);
+}
