@@ -1,11 +1,12 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of rows whose segment per CTA stays in shared memory (at most kStages *
-// kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA), one row per cluster of kCluster
-// CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
+// Exact top-k (CONTRACT 4) of rows whose segment per CTA stays in shared memory (kStages *
+// kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA with 512 threads, twice that in the
+// 1024-thread form), one row per cluster of kCluster CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
 // few barriers (topk_split.cuh streams longer rows):
 //   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096). The threshold
 //      bin is found over the cluster's counts in two steps, so that few counts cross CTAs (distributed
-//      shared memory): the totals of groups of eight bins find the group, then its bins the bin.
+//      shared memory): the totals of groups of bins (eight, or four with 1024 threads: one group per
+//      thread) find the group, then its bins the bin.
 //   2. The threshold fine bin is a key interval [lo, hi): the columns above it are marked in a bitmap of
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
@@ -43,8 +44,8 @@ struct TopkResidentSmem {
   unsigned int tied[kWords];                 // bit per column: holds the last key, lowest columns first
   unsigned int group_total[kThreads];                // the counts of each thread's fine bins
   alignas(16) unsigned int warp_sums[kThreads / 32];
-  int found[4];
-  int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin  // threshold scan: bin, count before it, count in it, count in its selector bin (4 fine bins)
+  int found[4];      // scan_threshold: bin, count before it, count in it, count in its aligned group of four
+  int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin
   int candidates;
   // Written by the cluster's CTAs (each its own slot), read after a cluster barrier.
   int peer_candidates[8];
@@ -77,7 +78,7 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, TopkResidentSmem
   }
   if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
   __syncthreads();
-  // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total lane 15's.
+  // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total the last warp's.
   constexpr int kWarps = kThreads / 32;
   int sums = lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0;
 #pragma unroll
