@@ -7,6 +7,7 @@
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
 #include "gpu_timer.hpp"
+#include "topk_kernel.hpp"
 
 namespace flash_indexer::bench {
 
@@ -73,8 +74,13 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   r.ragged = ragged != 0;
                   r.input = input;
                   r.width = width;
-                  r.split = split != 0 ? split : automatic_topk_split(rows, width, gpu.multiprocessors(), gpu.arch());
-                  r.split_name = split != 0 ? std::to_string(split) : "a" + std::to_string(r.split);
+                  // What topk() launches: the automatic split may grow to keep rows resident.
+                  const TopkChoice choice = choose_topk_kernel(
+                      rows, width, dtype, gpu.arch(), gpu.multiprocessors(),
+                      split != 0 ? split : automatic_topk_split(rows, width, gpu.multiprocessors(), gpu.arch()), split == 0);
+                  r.split = choice.split;
+                  r.split_name = (split != 0 ? "" : "a") + std::to_string(choice.split);
+                  r.selector = choice.wide ? "wide" : choice.resident ? "res" : "str";
                   r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
                   for (const TopkRowReport& report : workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows))) {
                     r.sampled_rows += report.threshold_count == -1;

@@ -75,17 +75,17 @@ int cmd_bench_topk(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %9s %8s %6s %7s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
-              "ragged", "split", "us", "GB/s", "BW%", "sampled", "passes");
+  std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %4s %9s %8s %6s %7s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
+              "ragged", "split", "sel", "us", "GB/s", "BW%", "sampled", "passes");
   nlohmann::json json = nlohmann::json::array();
   bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
-    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %9.2f %8.0f %5.1f%% %7d %6d\n", r.rows, r.length, r.width, r.input.c_str(),
-                r.k, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.us, r.gbps,
+    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %4s %9.2f %8.0f %5.1f%% %7d %6d\n", r.rows, r.length, r.width, r.input.c_str(),
+                r.k, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.selector.c_str(), r.us, r.gbps,
                 100 * r.bandwidth_fraction, r.sampled_rows, r.extra_pass_rows);
     std::fflush(stdout);
     json.push_back({{"rows", r.rows}, {"length", r.length}, {"width", r.width}, {"input", r.input}, {"k", r.k},
                     {"logits", fi::logits_name(r.dtype)},
-                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"us", r.us}, {"bytes", r.bytes},
+                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"selector", r.selector}, {"us", r.us}, {"bytes", r.bytes},
                     {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth},
                     {"sampled_rows", r.sampled_rows}, {"extra_pass_rows", r.extra_pass_rows}});
   });

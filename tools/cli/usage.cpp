@@ -84,8 +84,10 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --json FILE        write every row as JSON
 
 topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
-(live logits + indices + histogram) per second, and from the row reports how many rows were selected
-from a sampled cutoff ("sampled") and how many needed extra narrowing passes ("passes").
+(live logits + indices + histogram) per second; the split and selector launched ("sel": str streaming,
+res resident, wide its 1024-thread form; "a8": the automatic choice was split 8); and from the row
+reports how many rows were selected from a sampled cutoff ("sampled") and how many needed extra
+narrowing passes ("passes").
   --rows LIST        default 1,4,8,32,64,128,512
   --k LIST           default 512,1024,2048
   --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
