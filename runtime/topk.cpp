@@ -133,7 +133,9 @@ constexpr int kTopkCtasPerSm = 2;
 // The wide form is slower where the 512-thread form fits (1 x 8K FP32 10.3 against 11.9): its scans and
 // barriers span twice the warps.
 TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch, int multiprocessors,
-                              int split, bool automatic) {
+                              int requested_split) {
+  const bool automatic = requested_split == 0;
+  const int split = automatic ? automatic_topk_split(rows, width, multiprocessors, arch) : requested_split;
   const std::int64_t per = logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
   const std::int64_t sms = multiprocessors;
   auto segment = [&](int s) { return ((width + s - 1) / s + per - 1) / per * per; };

@@ -128,14 +128,12 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
 TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream) {
   // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
   const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
-  const int split = call.split != 0 ? call.split
-                                    : automatic_topk_split(call.params.rows, call.params.width, one_cta.multiprocessors,
-                                                           one_cta.arch);
-  if (split > 1 && one_cta.arch.major < 9)
+  // automatic_topk_split() never asks for a cluster before sm_90; a forced split may.
+  if (call.split > 1 && one_cta.arch.major < 9)
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
-                                    split, one_cta.arch.name()));
-  const TopkChoice c = choose_topk_kernel(call.params.rows, call.params.width, call.logits, one_cta.arch, one_cta.multiprocessors,
-                                          split, call.split == 0);
+                                    call.split, one_cta.arch.name()));
+  const TopkChoice c =
+      choose_topk_kernel(call.params.rows, call.params.width, call.logits, one_cta.arch, one_cta.multiprocessors, call.split);
   TopkLaunch launch;
   launch.kernel = c.split == 1 && !c.resident ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide}, stream);
   launch.params = call.params;

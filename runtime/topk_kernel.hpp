@@ -10,14 +10,14 @@ KernelSpec topk_kernel_spec(const TopkConfig& config);
 // the 1024-thread form (sm_90 or newer).
 std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch, bool wide);
 
-// Which selector topk() launches for `rows` rows of `width` logits, starting from `split` (the automatic
-// choice, which may grow, or a forced one, which stays).
+// Which selector topk() launches for `rows` rows of `width` logits with options.split = `requested_split`:
+// 0 starts from automatic_topk_split() and may grow; a forced split stays.
 struct TopkChoice {
   int split;
   bool resident;  // the resident selector (else the streaming one)
   bool wide;      // its 1024-thread form
 };
 TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch, int multiprocessors,
-                              int split, bool automatic);
+                              int requested_split);
 
 }  // namespace flash_indexer

@@ -14,7 +14,7 @@ constexpr int kSms = 132;
 
 // The automatic choice for rows x width, as topk() makes it.
 TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch = h200) {
-  return choose_topk_kernel(rows, width, logits, arch, kSms, automatic_topk_split(rows, width, kSms, arch), true);
+  return choose_topk_kernel(rows, width, logits, arch, kSms, 0);
 }
 
 void check(const TopkChoice& c, int split, bool resident, bool wide) {
@@ -54,7 +54,7 @@ TEST_CASE("topk kernel choice: long rows in large batches stream, a forced split
   check(automatic(512, 32768, LogitsDType::f32), 1, false, false);
   check(automatic(512, 131072, LogitsDType::f16), 1, false, false);
   check(automatic(64, 131072, LogitsDType::f32), 2, false, false);
-  check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, kSms, 2, false), 2, false, false);
-  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 4, false), 4, true, true);  // 32K per CTA
-  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 1, false), 1, false, false);
+  check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, kSms, 2), 2, false, false);
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 4), 4, true, true);  // 32K per CTA
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 1), 1, false, false);
 }

@@ -75,9 +75,7 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   r.input = input;
                   r.width = width;
                   // What topk() launches: the automatic split may grow to keep rows resident.
-                  const TopkChoice choice = choose_topk_kernel(
-                      rows, width, dtype, gpu.arch(), gpu.multiprocessors(),
-                      split != 0 ? split : automatic_topk_split(rows, width, gpu.multiprocessors(), gpu.arch()), split == 0);
+                  const TopkChoice choice = choose_topk_kernel(rows, width, dtype, gpu.arch(), gpu.multiprocessors(), split);
                   r.split = choice.split;
                   r.split_name = (split != 0 ? "" : "a") + std::to_string(choice.split);
                   r.selector = choice.wide ? "wide" : choice.resident ? "res" : "str";
