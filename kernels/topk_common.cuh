@@ -329,8 +329,22 @@ __device__ __forceinline__ int count_below(const int* a, int n, int x) {
   return lo;
 }
 
-// What the output holds for a selected column: the column, or its physical KV slot (64-token blocks).
-__device__ __forceinline__ int output_index(const TopkParams& p, int r, int column) {
+// Row r's window start (CONTRACT 4 with row_starts): clamped to [0, len], so a start at or past the
+// row's end leaves an empty window.
+__device__ __forceinline__ int topk_row_start(const TopkParams& p, int r, int len) {
+  return p.row_starts == nullptr ? 0 : min(max(p.row_starts[r], 0), len);
+}
+
+// The first column of the aligned vector of kPer logits that holds column `start`.
+template <int kPer>
+__device__ __forceinline__ int aligned_start(int start) {
+  return start & ~(kPer - 1);
+}
+
+// What the output holds for a selected column: the column (relative to the window `start` with
+// p.relative), or its physical KV slot (64-token blocks).
+__device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {
+  if (p.relative) return column - start;
   if (p.slot_table == nullptr) return column;
   const int block = column / 64;
   if (block >= p.slot_table_blocks) return -1;
@@ -341,7 +355,7 @@ __device__ __forceinline__ int output_index(const TopkParams& p, int r, int colu
 // The output stage: sm.out holds two ascending runs of columns, [0, above) (bins before T) and
 // [above, selected) (bin T's winners), merged into ascending column order. Then the row report.
 template <class In>
-__device__ void write_output(const TopkParams& p, int r, const void* row, int above, int selected, const TopkSmem& sm,
+__device__ void write_output(const TopkParams& p, int r, const void* row, int start, int above, int selected, const TopkSmem& sm,
                              const int (&report)[kTopkReportInts]) {
   const int k = p.k;
   int* indices = p.indices + static_cast<long long>(r) * k;
@@ -357,7 +371,7 @@ __device__ void write_output(const TopkParams& p, int r, const void* row, int ab
     const int column = sm.out[i];
     const int position = i < above ? i + count_below(sm.out + above, selected - above, column)
                                    : (i - above) + count_below(sm.out, above, column);
-    indices[position] = output_index(p, r, column);
+    indices[position] = output_index(p, r, column, start);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }
   if (threadIdx.x == 0) {  // one thread, constant indices: the report stays in registers

@@ -24,6 +24,9 @@ struct TopkParams {
   long long slot_table_stride;
   int slot_table_blocks;
   int slot_rows_per_request;
+  // Window starts (null: 0): row r selects from [row_starts[r], its length), both clamped to [0, width].
+  const int* row_starts;
+  int relative;  // 1: indices relative to the window start
 };
 
 constexpr int kMaxTopk = 2048;

@@ -185,16 +185,18 @@ __device__ void topk_resident(const TopkParams& p) {
   const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
   const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
 
-  // This CTA's segment: whole vectors, in rank order (the host checked that the widest fits).
-  const long long per_cta = ((static_cast<long long>(len) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
-  const int begin = static_cast<int>(min(static_cast<long long>(len), rank * per_cta));
+  // This CTA's segment of the window [start, len): whole vectors from the one holding `start`, in rank
+  // order (the host checked that the widest row fits); columns before `start` read as NaN.
+  const int start = topk_row_start(p, r, len), from = aligned_start<kPer>(start);
+  const long long per_cta = ((static_cast<long long>(len - from) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
+  const int begin = static_cast<int>(min(static_cast<long long>(len), from + rank * per_cta));
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
   const int vectors = (end - begin + kPer - 1) / kPer;
   const int live = Tile::live_for(max(vectors, 1));
   const int spans = vectors > 0 ? live : 0;  // vectors this thread reads
   const Tile tile{topk_stages, begin, live};
   if (vectors > 0) {
-    tile.load(row, end, aligned, topk_stages);
+    tile.load(row, start, end, aligned, topk_stages);
     cp_async_commit();
   }
   const int words = (end - begin + 31) >> 5;
@@ -530,7 +532,7 @@ __device__ void topk_resident(const TopkParams& p) {
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
   for (int i = threadIdx.x; i < cta_selected; i += kThreads) {
     const int s = sm.out[i];
-    indices[base + i] = output_index(p, r, begin + s);
+    indices[base + i] = output_index(p, r, begin + s, start);
     if (values != nullptr) values[base + i] = In::value(tile.at_column(s));
   }
   if (rank == 0) {

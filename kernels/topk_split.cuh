@@ -181,9 +181,11 @@ __device__ void topk_split(const TopkParams& p) {
   const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
   const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
 
-  // This CTA's segment: whole vectors, in rank order.
-  const long long per_cta = ((static_cast<long long>(len) + kCluster - 1) / kCluster + Tile::kPer - 1) / Tile::kPer * Tile::kPer;
-  const int begin = static_cast<int>(min(static_cast<long long>(len), rank * per_cta));
+  // This CTA's segment of the window [start, len): whole vectors from the one holding `start`, in rank
+  // order; columns before `start` read as NaN.
+  const int start = topk_row_start(p, r, len), from = aligned_start<Tile::kPer>(start);
+  const long long per_cta = ((static_cast<long long>(len - from) + kCluster - 1) / kCluster + Tile::kPer - 1) / Tile::kPer * Tile::kPer;
+  const int begin = static_cast<int>(min(static_cast<long long>(len), from + rank * per_cta));
   const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
   const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
   const bool resident = vectors <= kStages * kStageVectors;
@@ -198,7 +200,7 @@ __device__ void topk_split(const TopkParams& p) {
   if (threadIdx.x == 0) sm.kth_key = ~0u;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
     const Tile t{topk_stages, begin, Tile::live_for(vectors)};
-    t.load(row, end, aligned, topk_stages);
+    t.load(row, start, end, aligned, topk_stages);
     cp_async_commit();
   }
 
@@ -222,14 +224,14 @@ __device__ void topk_split(const TopkParams& p) {
     constexpr int kRingColumns = kRingLive * kTopkThreads * Tile::kPer;
     const int stages = (end - begin + kRingColumns - 1) / kRingColumns;
     auto stage = [&](int i) { return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive}; };
-    stage(0).load(row, end, aligned, topk_stages);
+    stage(0).load(row, start, end, aligned, topk_stages);
     cp_async_commit();
 #pragma unroll 1
     for (int i = 0; i < stages; ++i) {
       cp_async_wait<0>();
       __syncthreads();  // stage i is in; every thread is done with stage i - 1, whose half takes stage i + 1
       if (i + 1 < stages) {
-        stage(i + 1).load(row, end, aligned, topk_stages + ((i + 1) & 1) * kRingLive * kTopkThreads);
+        stage(i + 1).load(row, start, end, aligned, topk_stages + ((i + 1) & 1) * kRingLive * kTopkThreads);
         cp_async_commit();
       }
       body(stage(i));
@@ -418,7 +420,7 @@ __device__ void topk_split(const TopkParams& p) {
   // A sampled row did not count its threshold bin: -1.
   const int report[kTopkReportInts] = {histogram_use, sampled ? In::selector_bin(sm.kth_key) : t.bin,
                                        sampled ? -1 : static_cast<int>(t.bin < kCoarseBins ? t.count : 0), row_passes};
-  write_output<In>(p, r, row, above, selected, sm, report);
+  write_output<In>(p, r, row, start, above, selected, sm, report);
 }
 
 }  // namespace kernels

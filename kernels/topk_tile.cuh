@@ -68,23 +68,24 @@ struct TopkTile {
     return reinterpret_cast<const Raw*>(&slots[slot(g & (live - 1), g >> live_shift())])[s % kPer];
   }
 
-  // Copies columns [base, base + live * kThreads * kPer) of the row into the tile's slots; columns at
-  // or past `end` read as NaN. Whole vectors of a 16-byte aligned row go by cp.async (coalesced: thread t
-  // copies vectors t, t + 512, ...); a partial vector and rows off 16 bytes go element by element. The
-  // caller commits, waits and synchronizes the block before the tile is read.
-  __device__ __forceinline__ void load(const void* row, int end, bool aligned, uint4* slots_rw) const {
+  // Copies columns [base, base + live * kThreads * kPer) of the row into the tile's slots; columns
+  // outside [start, end) (the row's window) read as NaN. Whole vectors of a 16-byte aligned row go by
+  // cp.async (coalesced: thread t copies vectors t, t + kThreads, ...); a partial vector and rows off 16
+  // bytes go element by element. The caller commits, waits and synchronizes the block before the tile
+  // is read.
+  __device__ __forceinline__ void load(const void* row, int start, int end, bool aligned, uint4* slots_rw) const {
     const int vectors = live * kThreads;
     const Raw nan = In::nan();
     for (int g = threadIdx.x; g < vectors; g += kThreads) {
       const int owner = g >> live_shift(), u = g & (live - 1);
       uint4* slot = slots_rw + this->slot(u, owner);
       const int s = base + g * kPer;
-      if (aligned && s + kPer <= end) {
+      if (aligned && s >= start && s + kPer <= end) {
         cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(slot)), static_cast<const Raw*>(row) + s);
       } else {
         Raw* out = reinterpret_cast<Raw*>(slot);
 #pragma unroll
-        for (int e = 0; e < kPer; ++e) out[e] = s + e < end ? In::load(row, s + e) : nan;
+        for (int e = 0; e < kPer; ++e) out[e] = s + e >= start && s + e < end ? In::load(row, s + e) : nan;
       }
     }
   }

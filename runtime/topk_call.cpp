@@ -95,6 +95,15 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     if (options.block_table.shape[1] > INT_MAX) tc.fail("max_blocks in 0..2^31-1", std::to_string(options.block_table.shape[1]));
   }
 
+  if (options.row_starts.rank != 0) {
+    TensorChecks sc(op, "row_starts", options.row_starts);
+    sc.dtype({DType::i32}).rank({1}).dim(0, rows, "rows").contiguous().not_null().aligned(4);
+  }
+  if (options.relative && options.row_starts.rank == 0)
+    throw ArgumentError(fmt::format("{}: options.relative: indices relative to a window need options.row_starts", op));
+  if (options.relative && options.block_table.rank != 0)
+    throw ArgumentError(fmt::format("{}: options.relative: expected absolute columns with options.block_table (slots)", op));
+
   TensorChecks wc(op, "workspace", workspace);
   wc.dtype({DType::u8}).rank({1}).contiguous().not_null().aligned(16);
   const std::size_t need = topk_workspace_bytes(rows);
@@ -108,6 +117,8 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   p.histogram = static_cast<const int*>(options.histogram.data);
   p.indices = static_cast<int*>(indices.data);
   p.values = static_cast<float*>(options.values.data);
+  p.row_starts = static_cast<const int*>(options.row_starts.data);
+  p.relative = options.relative ? 1 : 0;
   p.report = static_cast<int*>(workspace.data);
   p.logits_stride = logits.strides[0];
   p.rows = static_cast<int>(rows);

@@ -136,6 +136,36 @@ TEST_CASE("gpu: top-k with decode-form lengths ([B] with the MTP rule, and [B, n
   }
 }
 
+TEST_CASE("gpu: top-k over prefill windows (row_starts), absolute and relative indices", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
+    for (int k : {7, 2048}) {
+      for (bool relative : {false, true}) {
+        ck::TopkCase c;
+        c.dtype = dtype;
+        c.k = k;
+        c.sorted = relative;  // both orders
+        c.relative = relative;
+        c.rows = test_rows(k, rng);
+        c.aligned_rows = k >= 512;
+        // Window starts of every kind: 0, negative, past the row, at its end, odd, random inside.
+        for (std::size_t i = 0; i < c.rows.size(); ++i) {
+          const std::int64_t length = std::clamp<std::int64_t>(c.rows[i].length, 0, 1 << 20);
+          std::uniform_int_distribution<std::int64_t> inside(0, length);
+          const std::int64_t choice[] = {0, -5, length + 3, length, 1, 13, inside(rng), inside(rng) | 1};
+          c.starts.push_back(static_cast<std::int32_t>(choice[i % 8]));
+        }
+        c.runs = 8;
+        c.splits = {1, 2, 4, 8};  // the streaming selector, the resident one and its wide form
+        c.seed = rng();
+        INFO(ck::describe(c));
+        require_pass(ck::run_topk_case(test::gpu_session(), c));
+      }
+    }
+  }
+}
+
 TEST_CASE("gpu: top-k over many short rows (grid of 5000 rows)", "[gpu][topk]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());

@@ -211,6 +211,18 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "block_table: expected shape[0] = B dividing rows = 6, got 4");
   expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1}); },
                     "block_table: expected a row stride >= max_blocks = 100, got 50");
+  expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {5}); },
+                    "row_starts: expected shape[0] = 6 (rows), got 5");
+  expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::f32, {6}); },
+                    "row_starts: expected dtype int32, got float32");
+  expect_topk_error([](TopkArgs& a) { a.options.relative = true; }, "options.relative: indices relative to a window need options.row_starts");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {6});
+        a.options.relative = true;
+        a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
+      },
+      "options.relative: expected absolute columns with options.block_table");
   expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 3");
   expect_topk_error([](TopkArgs& a) { a.options.split = 16; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 16");
   expect_topk_error([](TopkArgs& a) { a.logits.shape[0] = 1 << 29; a.options.split = 8; },

@@ -72,6 +72,13 @@ struct TopkOptions {
   // with rows a multiple of B (row r belongs to request r / (rows / B)): column i becomes
   // block_table[b][i / 64] * 64 + i % 64; -1 stays -1. `sorted` still orders by column.
   TensorView block_table{};
+  // Optional window starts (prefill): int32 [rows], contiguous. Row r then selects from the columns
+  // [row_starts[r], end), end being its length as above (both clamped to [0, width]; the window is
+  // empty when the start is not below the end). A given histogram must count that window.
+  TensorView row_starts{};
+  // With row_starts: indices relative to the window start (column - row_starts[r]; -1 still pads), as
+  // vLLM's prefill consumer takes them. Not with block_table.
+  bool relative = false;
   // CTAs per row: 0 picks automatic_topk_split() (or a larger split that keeps the row resident, see
   // there); 1, 2, 4 or 8 forces one (2..8 need sm_90 or newer).
   // Every choice gives the same bytes.

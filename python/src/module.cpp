@@ -298,7 +298,7 @@ NB_MODULE(_flash_indexer, m) {
       "topk",
       [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
          int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
-         std::optional<AnyArray> block_table, int split) {
+         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative) {
         constexpr const char* op = "topk";
         fi::TopkOptions o;
         o.sorted = sorted;
@@ -307,6 +307,8 @@ NB_MODULE(_flash_indexer, m) {
         o.values = optional_view(op, "values", values);
         o.block_table = optional_view(op, "block_table", block_table);
         o.split = split;
+        o.row_starts = optional_view(op, "row_starts", row_starts);
+        o.relative = relative;
         const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
                              iv = device_view(op, "indices", indices), wv = device_view(op, "workspace", workspace);
         nb::gil_scoped_release release;
@@ -315,8 +317,11 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("logits"), nb::arg("lengths"), nb::arg("indices"), nb::arg("workspace"), nb::kw_only(), nb::arg("stream"),
       nb::arg("sorted") = false, nb::arg("next_n") = 0, nb::arg("histogram").none() = nb::none(),
       nb::arg("values").none() = nb::none(), nb::arg("block_table").none() = nb::none(), nb::arg("split") = 0,
+      nb::arg("row_starts").none() = nb::none(), nb::arg("relative") = false,
       "Writes the exact top-k column indices of each row into `indices` (int32 [rows, k]) on `stream` (the C++ "
-      "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes.");
+      "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes. With `row_starts` (int32 "
+      "[rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows), `relative` gives offsets "
+      "from the window start.");
   m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"),
         "Bytes of top-k workspace for `rows` rows.");
 

@@ -197,9 +197,10 @@ std::vector<RowSpec> adversarial_rows(int k) {
 std::string describe(const TopkCase& c) {
   std::string splits;
   for (int s : c.splits) splits += fmt::format("{}{}", splits.empty() ? "" : ",", s);
-  return fmt::format("in-{} k {} {} histogram {} {} rows width {}{} splits [{}] seed {}", logits_name(c.dtype), c.k,
+  return fmt::format("in-{} k {} {} histogram {} {} rows width {}{} splits [{}]{} seed {}", logits_name(c.dtype), c.k,
                      c.sorted ? "sorted" : "unsorted", histogram_mode_name(c.histogram), c.rows.size(), c.width,
-                     c.aligned_rows ? " aligned" : "", splits.empty() ? "auto" : splits, c.seed);
+                     c.aligned_rows ? " aligned" : "", splits.empty() ? "auto" : splits,
+                     c.starts.empty() ? "" : c.relative ? " windows (relative)" : " windows", c.seed);
 }
 
 TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
@@ -219,6 +220,11 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   DeviceBuffer indices(out_count * 4), values(out_count * 4), workspace(topk_workspace_bytes(rows));
   const std::vector<std::int32_t> hist = histogram_for(c, r, rng);
   DeviceBuffer hist_buffer = DeviceBuffer::from(hist);
+  // Each row's window start as the op clamps it (to [0, its live length]).
+  std::vector<std::int64_t> window(static_cast<std::size_t>(rows), 0);
+  for (std::int64_t row = 0; row < rows && !c.starts.empty(); ++row)
+    window[row] = std::clamp<std::int64_t>(c.starts[row], 0, r.live[row]);
+  DeviceBuffer starts_buffer = DeviceBuffer::from(c.starts.empty() ? std::vector<std::int32_t>{0} : c.starts);
 
   TopkOptions options;
   options.sorted = c.sorted;
@@ -229,6 +235,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   if (c.histogram != HistogramMode::none)
     options.histogram = TensorView::contiguous(hist_buffer.data(), DType::i32, {rows, kCoarseBins});
   if (c.values) options.values = TensorView::contiguous(values.data(), DType::f32, {rows, k});
+  if (!c.starts.empty()) options.row_starts = TensorView::contiguous(starts_buffer.data(), DType::i32, {rows});
+  options.relative = c.relative;
   const TensorView logits_view =
       TensorView::contiguous(logits.data(), tensor_dtype(c.dtype), {rows, r.width}).with_strides({r.stride, 1});
   const TensorView indices_view = TensorView::contiguous(indices.data(), DType::i32, {rows, k});
@@ -266,13 +274,17 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     }
   }
 
-  const reference::TopkResult want = reference::topk(r.stored, r.stride, r.width, r.lengths, k, c.sorted);
+  std::vector<std::int64_t> starts(window);
+  for (std::int64_t row = 0; row < rows && !c.starts.empty(); ++row) starts[row] = c.starts[row];
+  const reference::TopkResult want = reference::topk_windows(r.stored, r.stride, r.width, starts, r.lengths, k, c.relative, c.sorted);
   const reference::TopkResult ranked =
-      c.sorted ? reference::topk(r.stored, r.stride, r.width, r.lengths, k, false) : want;
+      c.sorted ? reference::topk_windows(r.stored, r.stride, r.width, starts, r.lengths, k, c.relative, false) : want;
+  // The absolute column of an output index of row `row`.
+  auto column_of = [&](std::int64_t row, std::int32_t index) { return index + (c.relative ? window[row] : 0); };
   for (std::int64_t row = 0; row < rows; ++row) {
     const std::size_t base = static_cast<std::size_t>(row) * k;
     std::int64_t valid = 0;
-    for (std::int64_t s = 0; s < r.live[row]; ++s) valid += !std::isnan(r.stored[row * r.stride + s]);
+    for (std::int64_t s = window[row]; s < r.live[row]; ++s) valid += !std::isnan(r.stored[row * r.stride + s]);
     const int selected = static_cast<int>(std::min<std::int64_t>(valid, k));
     out.selected += selected;
     std::vector<std::int32_t> g(got_indices.begin() + base, got_indices.begin() + base + k);
@@ -301,7 +313,7 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     if (c.values)
       for (int i = 0; i < k; ++i) {
         const std::int32_t column = got_indices[base + i];
-        const float expected = column >= 0 ? r.stored[row * r.stride + column] : -kInf;
+        const float expected = column >= 0 ? r.stored[row * r.stride + column_of(row, column)] : -kInf;
         if (std::bit_cast<std::uint32_t>(got_values[base + i]) != std::bit_cast<std::uint32_t>(expected)) {
           fail(row, fmt::format("values slot {} (column {}): {} instead of {}", i, column, got_values[base + i], expected));
           break;
@@ -324,10 +336,11 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     const bool contract_bins = rep.histogram_use == 1;
     auto bin_of = [&](float v) { return contract_bins ? coarse_bin(v) : selector_bin(c.dtype, v); };
     static_assert(kernels::kTopkSelectorBins == kCoarseBins, "1024 means every column was taken, in both");
-    const int want_bin = valid < k ? kCoarseBins : bin_of(r.stored[row * r.stride + ranked.indices[base + k - 1]]);
+    const std::int64_t kth = valid < k ? -1 : column_of(row, ranked.indices[base + k - 1]);
+    const int want_bin = valid < k ? kCoarseBins : bin_of(r.stored[row * r.stride + kth]);
     int want_count = 0;
     if (want_bin < kCoarseBins)
-      for (std::int64_t s = 0; s < r.live[row]; ++s) {
+      for (std::int64_t s = window[row]; s < r.live[row]; ++s) {
         const float v = r.stored[row * r.stride + s];
         want_count += !std::isnan(v) && bin_of(v) == want_bin;
       }
@@ -344,8 +357,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     // single value (then the first candidates by column are the winners, and no pass is needed).
     bool one_value = true;
     if (want_bin < kCoarseBins) {
-      const double first = r.stored[row * r.stride + ranked.indices[base + k - 1]];
-      for (std::int64_t s = 0; s < r.live[row] && one_value; ++s) {
+      const double first = r.stored[row * r.stride + kth];
+      for (std::int64_t s = window[row]; s < r.live[row] && one_value; ++s) {
         const double v = r.stored[row * r.stride + s];
         if (!std::isnan(v) && bin_of(static_cast<float>(v)) == want_bin && v != first) one_value = false;
       }
@@ -355,8 +368,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     // reported, so passes need one of the reasons, and no passes need that both selectors would skip.
     int fine_count = 0;
     if (!contract_bins && want_bin < kCoarseBins) {
-      const int want_fine = fine_bin(c.dtype, r.stored[row * r.stride + ranked.indices[base + k - 1]]);
-      for (std::int64_t s = 0; s < r.live[row]; ++s) {
+      const int want_fine = fine_bin(c.dtype, r.stored[row * r.stride + kth]);
+      for (std::int64_t s = window[row]; s < r.live[row]; ++s) {
         const float v = r.stored[row * r.stride + s];
         fine_count += !std::isnan(v) && fine_bin(c.dtype, v) == want_fine;
       }

@@ -59,6 +59,11 @@ struct TopkCase {
   int next_n = 0;
   bool lengths_2d = false;
   std::vector<std::int32_t> request_lengths;
+  // Prefill windows: row r selects from [starts[r], its length) (options.row_starts; empty: none), with
+  // indices relative to the window start when `relative`. Not with a histogram (it would have to count
+  // the window).
+  std::vector<std::int32_t> starts;
+  bool relative = false;
   std::uint64_t seed = 1;
 };
 
