@@ -78,11 +78,14 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
 
 
 def topk(logits, lengths, indices, workspace, *, stream=None, sorted=False, next_n=0, histogram=None,
-         values=None, block_table=None, split=0):
+         values=None, block_table=None, split=0, row_starts=None, relative=False):
     """Writes the exact top-k column indices of each row of `logits` into `indices` (int32
-    [rows, k]); `workspace` holds at least topk_workspace_bytes(rows) bytes (uint8)."""
+    [rows, k]); `workspace` holds at least topk_workspace_bytes(rows) bytes (uint8). With
+    `row_starts` (int32 [rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows);
+    `relative=True` then writes offsets from the window start."""
     _ext.topk(logits, lengths, indices, workspace, stream=current_stream(stream), sorted=sorted,
-              next_n=next_n, histogram=histogram, values=values, block_table=block_table, split=split)
+              next_n=next_n, histogram=histogram, values=values, block_table=block_table, split=split,
+              row_starts=row_starts, relative=relative)
     return indices
 
 
