@@ -29,6 +29,7 @@ __all__ = [
     "reference",
     "set_cache_directory",
     "top_k_per_row_decode",
+    "top_k_per_row_prefill",
     "topk",
     "topk_workspace_bytes",
     "warm_paged_mqa_logits",
@@ -186,4 +187,27 @@ def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, s
     out = indices[:num_rows]
     topk(rows, seq_lens, out, _topk_workspace(logits.device, num_rows),
          next_n=next_n if seq_lens.dim() == 1 else 0)
+    return indices
+
+
+def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, stride0, stride1, top_k):
+    """vLLM's top_k_per_row_prefill: row r of `logits` (float32; float16 / bfloat16 too) selects the
+    top_k of its columns [row_starts[r], row_ends[r]) (int32 [num_rows] each, vLLM's cu_seqlen_ks /
+    cu_seqlen_ke) and writes their offsets from row_starts[r] into `indices` (int32 [num_rows, top_k],
+    contiguous), on the current torch stream. Exact and deterministic (ties to the lower column, -1
+    padding; a window of at most top_k columns gives 0, 1, ... then -1)."""
+    if stride1 != 1:
+        raise ValueError(f"top_k_per_row_prefill: stride1: expected 1, got {stride1}")
+    if top_k < 1 or top_k > 2048:
+        raise ValueError(f"top_k_per_row_prefill: top_k: expected 1..2048, got {top_k}")
+    if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
+        raise ValueError(f"top_k_per_row_prefill: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], "
+                         f"got {list(indices.shape)}")
+    for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
+        if t.dim() != 1 or t.shape[0] < num_rows:
+            raise ValueError(f"top_k_per_row_prefill: {name}: expected [>= num_rows = {num_rows}], "
+                             f"got {list(t.shape)}")
+    rows = logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))
+    topk(rows, row_ends[:num_rows], indices[:num_rows], _topk_workspace(logits.device, num_rows),
+         row_starts=row_starts[:num_rows], relative=True)
     return indices

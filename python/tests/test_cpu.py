@@ -294,6 +294,31 @@ def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
         fi.top_k_per_row_decode(logits, 1, seq_lens, FakeTensor((8, 512)), 8, 65536, 1, 2048)
 
 
+def test_vllm_compatible_prefill_topk_maps_its_arguments(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    calls = []
+    monkeypatch.setattr(fi, "topk", lambda *a, **kw: calls.append((a, kw)))
+    logits = FakeTensor((6, 40000))
+    indices = FakeTensor((6, 2048), dtype="int32")
+    starts, ends = FakeTensor((6,), dtype="int32"), FakeTensor((6,), dtype="int32")
+    fi.top_k_per_row_prefill(logits, starts, ends, indices, 5, 40064, 1, 2048)
+    (args, kw), = calls
+    assert args[0] == ("as_strided", (5, 40000), (40064, 1))  # stride0 honoured
+    assert args[1] == ("rows", slice(None, 5)) and args[2] == ("rows", slice(None, 5))  # the window ends
+    assert args[3].numel() >= fi.topk_workspace_bytes(5)
+    assert kw == {"row_starts": ("rows", slice(None, 5)), "relative": True}  # offsets from the window start
+    with pytest.raises(ValueError, match="stride1: expected 1, got 3"):
+        fi.top_k_per_row_prefill(logits, starts, ends, indices, 5, 40064, 3, 2048)
+    with pytest.raises(ValueError, match="top_k: expected 1..2048, got 0"):
+        fi.top_k_per_row_prefill(logits, starts, ends, indices, 5, 40064, 1, 0)
+    with pytest.raises(ValueError, match="row_ends: expected"):
+        fi.top_k_per_row_prefill(logits, starts, FakeTensor((4,), dtype="int32"), indices, 5, 40064, 1, 2048)
+    with pytest.raises(ValueError, match="row_starts: expected"):
+        fi.top_k_per_row_prefill(logits, FakeTensor((5, 1), dtype="int32"), ends, indices, 5, 40064, 1, 2048)
+
+
 def test_fp8_queries_cross_as_their_bytes(monkeypatch):
     import sys
 

@@ -45,6 +45,26 @@ def reference_topk_sets(logits, lengths, k):
     return [sorted(int(i) for i in row if i >= 0) for row in idx]
 
 
+def test_prefill_topk_equals_the_reference_over_windows():
+    rng = np.random.default_rng()
+    rows, width, k = 7, 9000, 256
+    logits = rng.integers(-40, 40, (rows, width)).astype(np.float32) / 4  # many ties
+    starts = np.array([0, 1, 333, 5000, 8990, 4000, 100], np.int32)
+    ends = np.array([9000, 8999, 4000, 5200, 9000, 4000, 50], np.int32)  # row 5 empty, row 6 ends before it starts
+    t = to_cuda(logits)
+    indices = torch.full((rows, k), 0x7D7D7D7D, dtype=torch.int32, device="cuda")
+    fi.top_k_per_row_prefill(t, to_cuda(starts), to_cuda(ends), indices, rows, t.stride(0), t.stride(1), k)
+    torch.cuda.synchronize()
+    got = indices.cpu().numpy()
+    for r in range(rows):
+        window = logits[r, starts[r]: max(starts[r], ends[r])]
+        want = reference_topk_sets(window[None, :], [len(window)], k)[0]  # offsets from the window start
+        row = [int(i) for i in got[r]]
+        chosen = [i for i in row if i >= 0]
+        assert chosen == want, r  # ascending offsets, the reference's set
+        assert row[len(chosen):] == [-1] * (k - len(chosen)), r
+
+
 def test_cpu_tensor_is_refused():
     logits = torch.zeros(2, 100)
     with pytest.raises(ValueError, match="logits: expected a CUDA tensor, got a CPU tensor"):
