@@ -11,10 +11,11 @@
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
 //      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
-//   3. The leader ranks the candidates' keys (the cluster's, gathered into its buffer) by 10-bit digits
-//      until the winners are known; each CTA marks its own: a winner in the bitmap, or, when only some
-//      columns of the last key are needed, a tie in a second bitmap. A single CTA with at most 64
-//      candidates ranks them in one warp instead, each against all by key and then column.
+//   3. Up to kThreads / 4 candidates are ranked each against all, by key and then column (a group of
+//      threads per candidate; in a cluster the leader gathers the keys and columns and sends back the
+//      last winner). More are ranked by the leader by 10-bit digits of their keys until the winners are
+//      known. Each CTA marks its own: a winner in the bitmap, or, when only some columns of the last key
+//      are needed after digit rounds, a tie in a second bitmap.
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
@@ -161,6 +162,48 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
     sm.decision[1] = static_cast<unsigned int>(lo);
     sm.decision[2] = static_cast<unsigned int>(ties);
     sm.decision[3] = all ? 1u : 0u;
+  }
+  __syncthreads();
+}
+
+// Few candidates are ranked each against all, by key and then column (columns are distinct, so the
+// ranks are a permutation): at most kThreads / kPairwiseGroup of them, a group of at least
+// kPairwiseGroup threads per candidate. Digit rounds (rank_candidates) cost four barriers each; this
+// costs one, and the threads of a group split the comparisons.
+constexpr int kPairwiseGroup = 4;
+
+// Ranks the first `size` (need < size <= kThreads / kPairwiseGroup) candidates of sm.candidate_key and
+// sm.candidate_index (columns in one frame for the whole cluster). `mark`: each winner (fewer than
+// `need` ahead of it) is marked in sm.above straight away (one CTA: the columns are its own). Else the
+// need-th best's key and column go to sm.decision[1] and [2]: a candidate wins iff it is not behind
+// them. Every thread of the CTA calls it; it ends with a barrier.
+template <int kThreads>
+__device__ void rank_pairwise(int size, int need, bool mark, TopkResidentSmem<kThreads>& sm) {
+  int group = 32;  // a power of two, so a group never straddles a warp
+  while (size * group > kThreads) group >>= 1;
+  const int shift = 31 - __clz(group);
+  const int t = static_cast<int>(threadIdx.x), i = t >> shift, sub = t & (group - 1);
+  if (((t & ~31) >> shift) < size) {  // warp-uniform
+    const bool has = i < size;
+    // An empty slot has key 0 (below every score's key) and the last column: never ahead of a candidate.
+    const unsigned int key = has ? sm.candidate_key[i] : 0u;
+    const int column = has ? sm.candidate_index[i] : 0x7fffffff;
+    int ahead = 0;
+#pragma unroll 4
+    for (int j = sub; j < size; j += group) {
+      const unsigned int kj = sm.candidate_key[j];
+      const int cj = sm.candidate_index[j];
+      ahead += static_cast<int>(kj > key || (kj == key && cj < column));
+    }
+    for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
+    if (has && sub == 0) {
+      if (mark) {
+        if (ahead < need) atomicOr(&sm.above[column >> 5], 1u << (column & 31));
+      } else if (ahead == need - 1) {
+        sm.decision[1] = key;
+        sm.decision[2] = static_cast<unsigned int>(column);
+      }
+    }
   }
   __syncthreads();
 }
@@ -406,48 +449,42 @@ __device__ void topk_resident(const TopkParams& p) {
     }
   }
 
-  // 4. Which candidates win: all of them when exactly `need` are in the interval, else the leader ranks.
+  // 4. Which candidates win: all of them when exactly `need` are in the interval, else they are ranked:
+  // few each against all (by the leader of a cluster, which gathers keys and columns), more by digit
+  // rounds on the leader.
   unsigned int win_at = hi, tie_from = lo;
   int tie_slots = single ? need : 0;
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
+  bool pairwise = false;               // the leader ranked each against all: sm.decision[1], [2] hold the last winner
+  // This CTA's columns in the leader's frame (the leader's segment starts at `from`).
+  const int frame = begin - from;
   if (!single && total_candidates > need) {
+    const bool few = total_candidates <= kThreads / kPairwiseGroup;
     if constexpr (kCluster > 1) {
       if (rank != 0) {
         const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
         for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
+        if (few) {
+          const unsigned int to_column = cluster::map(&sm.candidate_index[candidates_before], 0);
+          for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to_column + 4u * i, frame + sm.candidate_index[i]);
+        }
       }
       cluster::sync();
       if (rank == 0) {
-        rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+        if (few) rank_pairwise(total_candidates, need, false, sm);
+        else rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
         if (threadIdx.x >= 1 && threadIdx.x < kCluster)
           for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
       }
       cluster::sync();
-    } else if (total_candidates <= 2 * 32) {
-      // Few candidates (the usual case for one CTA): one warp ranks each against all, by key and then
-      // column, in registers and shuffles (no branch, no digit rounds), and marks the winners.
-      if (threadIdx.x < 32) {
-        const int lane = static_cast<int>(threadIdx.x);
-        const bool has0 = lane < total_candidates, has1 = lane + 32 < total_candidates;
-        // An empty slot has key 0 (below every score's key) and the last column: never ahead of a candidate.
-        const unsigned int k0 = has0 ? sm.candidate_key[lane] : 0u, k1 = has1 ? sm.candidate_key[lane + 32] : 0u;
-        const int c0 = has0 ? sm.candidate_index[lane] : 0x7fffffff, c1 = has1 ? sm.candidate_index[lane + 32] : 0x7fffffff;
-        int ahead0 = 0, ahead1 = 0;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const unsigned int ka = __shfl_sync(0xffffffffu, k0, j), kb = __shfl_sync(0xffffffffu, k1, j);
-          const int ca = __shfl_sync(0xffffffffu, c0, j), cb = __shfl_sync(0xffffffffu, c1, j);
-          ahead0 += static_cast<int>(ka > k0 || (ka == k0 && ca < c0)) + static_cast<int>(kb > k0 || (kb == k0 && cb < c0));
-          ahead1 += static_cast<int>(ka > k1 || (ka == k1 && ca < c1)) + static_cast<int>(kb > k1 || (kb == k1 && cb < c1));
-        }
-        if (has0 && ahead0 < need) atomicOr(&sm.above[c0 >> 5], 1u << (c0 & 31));
-        if (has1 && ahead1 < need) atomicOr(&sm.above[c1 >> 5], 1u << (c1 & 31));
-      }
+      pairwise = few;
+    } else if (few) {
+      rank_pairwise(total_candidates, need, true, sm);
       ranked = true;
     } else {
       rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
     }
-    if (!ranked) {
+    if (!ranked && !pairwise) {
       win_at = sm.decision[0];
       tie_from = sm.decision[1];
       tie_slots = static_cast<int>(sm.decision[2]);
@@ -455,11 +492,18 @@ __device__ void topk_resident(const TopkParams& p) {
     }
   }
   if (!single && !ranked) {
+    const unsigned int last_key = sm.decision[1];
+    const int last_column = static_cast<int>(sm.decision[2]);
     for (int i = threadIdx.x; i < mine; i += kThreads) {
       const unsigned int key = sm.candidate_key[i];
       const int s = sm.candidate_index[i];
-      if (key >= win_at || (all_in && key >= tie_from)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
-      else if (key >= tie_from) atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
+      if (pairwise) {
+        if (key > last_key || (key == last_key && frame + s <= last_column)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
+      } else if (key >= win_at || (all_in && key >= tie_from)) {
+        atomicOr(&sm.above[s >> 5], 1u << (s & 31));
+      } else if (key >= tie_from) {
+        atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
+      }
     }
   }
   __syncthreads();

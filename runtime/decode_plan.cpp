@@ -52,6 +52,11 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits,
                                 current_device_arch()};
     warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
+    if (config_.histogram) {
+      // run() leaves the histogram out where the top-k rows stay resident (they are counted there).
+      logits.histogram = false;
+      warm_paged_mqa_logits(logits);
+    }
     warm_topk(config_.logits);
   } catch (...) {
     release();
@@ -122,10 +127,18 @@ void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const Tens
   if (config_.physical_slots) to.block_table = block_table;
   const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, topk_workspace(), to);
   if (batch == 0) return;
-  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_call, stream);
-  const TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
+  TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
+  // The resident selector counts its rows itself and reads no histogram: for such widths the plan
+  // neither zeroes nor fuses one (the same checks pass without it).
+  const bool histogram_used = config_.histogram && !topk_launch.resident;
+  if (!histogram_used && config_.histogram) topk_launch.params.histogram = nullptr;
+  PagedMqaLogitsOptions lo_used = lo;
+  if (!histogram_used) lo_used.histogram = {};
+  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(
+      op, histogram_used ? logits_call : check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits_view, lo_used),
+      stream);
 
-  if (config_.histogram)
+  if (histogram_used)
     FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(lo.histogram.data), 0,
           static_cast<std::size_t>(lo.histogram.numel()), stream);
   enqueue(logits_launch, stream);

@@ -149,6 +149,7 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
   launch.kernel = c.split == 1 && !c.resident ? &one_cta : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide}, stream);
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
+  launch.resident = c.resident;
   return launch;
 }
 

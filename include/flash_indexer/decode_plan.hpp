@@ -1,9 +1,10 @@
 #pragma once
 // The whole decode indexer in one call: for a batch shape fixed at creation, a DecodePlan owns its
 // workspace (logits, histogram, top-k workspace), allocated once, and run() writes the top-k indices:
-// histogram zeroed -> logits + fused histogram -> top-k using the histogram. Every step launches on
-// the caller's stream without allocating, copying or synchronizing, so one run() can be captured in a
-// CUDA graph and replayed with new lengths and block tables.
+// histogram zeroed -> logits + fused histogram -> top-k using the histogram. Where the batch's rows
+// stay resident in the top-k (it counts them itself), run() leaves the histogram out: logits -> top-k.
+// Every step launches on the caller's stream without allocating, copying or synchronizing, so one run()
+// can be captured in a CUDA graph and replayed with new lengths and block tables.
 #include <cstddef>
 #include <cstdint>
 
@@ -20,7 +21,7 @@ struct DecodePlanConfig {
   int k = 2048;                   // 1..2048
   LogitsDType logits = LogitsDType::f16;
   std::int64_t max_context = 131072;  // the longest context a request may have (the logits width)
-  bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it
+  bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
 };
@@ -47,7 +48,8 @@ class DecodePlan {
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer
   std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan holds
-  // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests.
+  // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests
+  // (the histogram only where the run used it).
   TensorView logits(std::int64_t batch) const;
   TensorView histogram(std::int64_t batch) const;
   TensorView topk_workspace() const;

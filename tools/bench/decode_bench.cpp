@@ -6,6 +6,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "gpu_timer.hpp"
 #include "paged_inputs.hpp"
+#include "topk_kernel.hpp"
 
 namespace flash_indexer::bench {
 
@@ -53,8 +54,10 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               r.dtype = dtype;
               r.histogram = pc.histogram;
               r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
+              // The logits step as run() launches it: with the histogram only where the top-k streams.
               PagedMqaLogitsOptions lo;
-              lo.histogram = plan.histogram(batch);
+              if (!choose_topk_kernel(rows, plan.width(), dtype, gpu.arch(), gpu.multiprocessors(), 0).resident)
+                lo.histogram = plan.histogram(batch);
               const TensorView logits = plan.logits(batch);
               r.logits_us =
                   time_graph(gpu, [&](CUstream s) { paged_mqa_logits(q, kv, w, lens, table, logits, s, lo); }, o.replays)
