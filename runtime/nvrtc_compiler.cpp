@@ -83,7 +83,7 @@ CompiledKernel compile_kernel(const KernelSpec& spec) {
   out.log.resize(log_size);
   if (log_size > 0) {
     check(nvrtcGetProgramLog(raw, out.log.data()), "nvrtcGetProgramLog", spec);
-    out.log.resize(log_size - 1);  // drop the terminating NUL
+    while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();  // the terminating NUL(s)
   }
   check(compiled, "nvrtcCompileProgram", spec, out.log);
 

@@ -94,7 +94,7 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
                    expected_indices(lc, in, pc, plan.width()), pc);
       if (pc.histogram) {
-        std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));
+        std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));  // after the stream synchronized above
         driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
                                                  rep.size() * sizeof(TopkRowReport)),
                       "cuMemcpyDtoH");

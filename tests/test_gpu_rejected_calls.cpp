@@ -31,8 +31,11 @@ struct Region {
 
 std::vector<std::uint8_t> read_region(const Region& r) {
   std::vector<std::uint8_t> bytes(r.bytes);
-  if (r.bytes)
+  if (r.bytes) {
+    // The legacy stream's copy does not wait for the session's non-blocking stream: the context does.
+    driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
     driver::check(driver::api().cuMemcpyDtoH(bytes.data(), reinterpret_cast<CUdeviceptr>(r.data), r.bytes), "cuMemcpyDtoH");
+  }
   return bytes;
 }
 
@@ -210,6 +213,7 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
   for (const auto& [data, bytes] : {std::pair{plan_logits.data, logits_bytes}, std::pair{plan_hist.data, hist_bytes},
                                     std::pair{plan_ws.data, ws_bytes}})
     driver::check(driver::api().cuMemsetD8(reinterpret_cast<CUdeviceptr>(data), 0x6b, bytes), "cuMemsetD8");
+  driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");  // the memsets finished before any call
   const std::vector<Region> outputs = {{"indices", indices.data(), indices.bytes()},
                                        {"plan logits", plan_logits.data, logits_bytes},
                                        {"plan histogram", plan_hist.data, hist_bytes},
