@@ -11,11 +11,12 @@
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
 //      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
-//   3. Up to kThreads / 4 candidates are ranked each against all, by key and then column (a group of
-//      threads per candidate; in a cluster the leader gathers the keys and columns and sends back the
-//      last winner). More are ranked by the leader by 10-bit digits of their keys until the winners are
-//      known. Each CTA marks its own: a winner in the bitmap, or, when only some columns of the last key
-//      are needed after digit rounds, a tie in a second bitmap.
+//   3. Few candidates are ranked each against all, by key and then column: a single CTA's (at most
+//      kThreads / 4) by groups of threads, a cluster's (at most kThreads, and few pairs per thread) by
+//      each CTA for its own, reading the others' through distributed shared memory. More are ranked by
+//      the leader (the cluster's keys gathered into its buffer) by 10-bit digits until the winners are
+//      known. Each CTA marks its own: a winner in the bitmap, or, when only some columns of the last
+//      key are needed after digit rounds, a tie in a second bitmap.
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
@@ -166,19 +167,17 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
   __syncthreads();
 }
 
-// Few candidates are ranked each against all, by key and then column (columns are distinct, so the
-// ranks are a permutation): at most kThreads / kPairwiseGroup of them, a group of at least
-// kPairwiseGroup threads per candidate. Digit rounds (rank_candidates) cost four barriers each; this
-// costs one, and the threads of a group split the comparisons.
+// A single CTA's few candidates (at most kThreads / kPairwiseGroup) are ranked each against all, by
+// key and then column, a group of at least kPairwiseGroup threads per candidate: one barrier, where
+// digit rounds (rank_candidates) cost four each and the one-warp form was a long dependent chain (3.6K
+// of 16.3K cycles at 1 x 8K FP32, device run 40).
 constexpr int kPairwiseGroup = 4;
 
-// Ranks the first `size` (need < size <= kThreads / kPairwiseGroup) candidates of sm.candidate_key and
-// sm.candidate_index (columns in one frame for the whole cluster). `mark`: each winner (fewer than
-// `need` ahead of it) is marked in sm.above straight away (one CTA: the columns are its own). Else the
-// need-th best's key and column go to sm.decision[1] and [2]: a candidate wins iff it is not behind
-// them. Every thread of the CTA calls it; it ends with a barrier.
+// Marks in sm.above each of the first `size` (need < size <= kThreads / kPairwiseGroup) candidates of
+// sm.candidate_key / sm.candidate_index with fewer than `need` ahead of it (the columns are distinct, so
+// the ranks are a permutation). Every thread of the CTA calls it; it ends with a barrier.
 template <int kThreads>
-__device__ void rank_pairwise(int size, int need, bool mark, TopkResidentSmem<kThreads>& sm) {
+__device__ void rank_pairwise(int size, int need, TopkResidentSmem<kThreads>& sm) {
   int group = 32;  // a power of two, so a group never straddles a warp
   while (size * group > kThreads) group >>= 1;
   const int shift = 31 - __clz(group);
@@ -196,13 +195,63 @@ __device__ void rank_pairwise(int size, int need, bool mark, TopkResidentSmem<kT
       ahead += static_cast<int>(kj > key || (kj == key && cj < column));
     }
     for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
-    if (has && sub == 0) {
-      if (mark) {
-        if (ahead < need) atomicOr(&sm.above[column >> 5], 1u << (column & 31));
-      } else if (ahead == need - 1) {
-        sm.decision[1] = key;
-        sm.decision[2] = static_cast<unsigned int>(column);
+    if (has && sub == 0 && ahead < need) atomicOr(&sm.above[column >> 5], 1u << (column & 31));
+  }
+  __syncthreads();
+}
+
+// A cluster's candidates, when few enough, are ranked the same way but in place: each CTA ranks its own
+// against all of the cluster's, reading the other CTAs' buffers through distributed shared memory, and
+// marks its own winners. No gather to the leader, no decision sent back, no digit rounds (gathering
+// keys and columns to the leader for a pairwise ranking there was slower than the digit rounds, device
+// run 41). Used when every thread compares at most kPairwiseIterations pairs.
+constexpr int kPairwiseIterations = 64;
+
+// Every thread of every CTA of the cluster calls it after the cluster barrier that published the
+// candidate counts (sm.peer_candidates), and the other CTAs' buffers stay untouched until the next
+// cluster barrier. CTA q's candidate column s is the row's column frame(q) + s (its segment's start
+// relative to the leader's), so equal keys are ranked by the row's column. Ends with a barrier of
+// this CTA.
+template <int kCluster, int kThreads, class Frame>
+__device__ void rank_pairwise_cluster(int mine, int need, int rank, const Frame& frame, TopkResidentSmem<kThreads>& sm) {
+  if (mine > 0) {
+    int group = 32;
+    while (mine * group > kThreads) group >>= 1;
+    const int shift = 31 - __clz(group);
+    const int t = static_cast<int>(threadIdx.x), i = t >> shift, sub = t & (group - 1);
+    if (((t & ~31) >> shift) < mine) {  // warp-uniform
+      const bool has = i < mine;
+      const unsigned int key = has ? sm.candidate_key[i] : 0u;
+      const int local = has ? sm.candidate_index[i] : 0;
+      const int column = has ? frame(rank) + local : 0x7fffffff;
+      int ahead = 0;
+#pragma unroll 1
+      for (int q = 0; q < kCluster; ++q) {
+        const int count = sm.peer_candidates[q], base = frame(q);
+        const unsigned int keys = cluster::map(sm.candidate_key, q), columns = cluster::map(sm.candidate_index, q);
+        int j = sub;
+        // Four pairs per step, every load issued before the first compare.
+#pragma unroll 1
+        for (; j + 3 * group < count; j += 4 * group) {
+          unsigned int kj[4];
+          int cj[4];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            kj[u] = static_cast<unsigned int>(cluster::load(keys + 4u * (j + u * group)));
+            cj[u] = cluster::load(columns + 4u * (j + u * group));
+          }
+#pragma unroll
+          for (int u = 0; u < 4; ++u) ahead += static_cast<int>(kj[u] > key || (kj[u] == key && base + cj[u] < column));
+        }
+#pragma unroll 1
+        for (; j < count; j += group) {
+          const unsigned int kj = static_cast<unsigned int>(cluster::load(keys + 4u * j));
+          const int cj = base + cluster::load(columns + 4u * j);
+          ahead += static_cast<int>(kj > key || (kj == key && cj < column));
+        }
       }
+      for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
+      if (has && sub == 0 && ahead < need) atomicOr(&sm.above[local >> 5], 1u << (local & 31));
     }
   }
   __syncthreads();
@@ -450,41 +499,39 @@ __device__ void topk_resident(const TopkParams& p) {
   }
 
   // 4. Which candidates win: all of them when exactly `need` are in the interval, else they are ranked:
-  // few each against all (by the leader of a cluster, which gathers keys and columns), more by digit
-  // rounds on the leader.
+  // few each against all (a cluster's in place), more by digit rounds on the leader.
   unsigned int win_at = hi, tie_from = lo;
   int tie_slots = single ? need : 0;
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
-  bool pairwise = false;               // the leader ranked each against all: sm.decision[1], [2] hold the last winner
-  // This CTA's columns in the leader's frame (the leader's segment starts at `from`).
-  const int frame = begin - from;
   if (!single && total_candidates > need) {
-    const bool few = total_candidates <= kThreads / kPairwiseGroup;
     if constexpr (kCluster > 1) {
-      if (rank != 0) {
-        const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
-        for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
-        if (few) {
-          const unsigned int to_column = cluster::map(&sm.candidate_index[candidates_before], 0);
-          for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to_column + 4u * i, frame + sm.candidate_index[i]);
+      int most = 0;  // the most candidates one CTA holds: how many pairs its threads compare
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) most = max(most, sm.peer_candidates[q]);
+      if (total_candidates <= kThreads && total_candidates * most <= kThreads * kPairwiseIterations) {
+        const long long span_left = static_cast<long long>(len) - from;
+        rank_pairwise_cluster<kCluster>(mine, need, rank, [&](int q) { return static_cast<int>(min(span_left, q * per_cta)); }, sm);
+        ranked = true;
+      } else {
+        if (rank != 0) {
+          const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
+          for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
         }
+        cluster::sync();
+        if (rank == 0) {
+          rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+          if (threadIdx.x >= 1 && threadIdx.x < kCluster)
+            for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
+        }
+        cluster::sync();
       }
-      cluster::sync();
-      if (rank == 0) {
-        if (few) rank_pairwise(total_candidates, need, false, sm);
-        else rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
-        if (threadIdx.x >= 1 && threadIdx.x < kCluster)
-          for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
-      }
-      cluster::sync();
-      pairwise = few;
-    } else if (few) {
-      rank_pairwise(total_candidates, need, true, sm);
+    } else if (total_candidates <= kThreads / kPairwiseGroup) {
+      rank_pairwise(total_candidates, need, sm);
       ranked = true;
     } else {
       rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
     }
-    if (!ranked && !pairwise) {
+    if (!ranked) {
       win_at = sm.decision[0];
       tie_from = sm.decision[1];
       tie_slots = static_cast<int>(sm.decision[2]);
@@ -492,18 +539,11 @@ __device__ void topk_resident(const TopkParams& p) {
     }
   }
   if (!single && !ranked) {
-    const unsigned int last_key = sm.decision[1];
-    const int last_column = static_cast<int>(sm.decision[2]);
     for (int i = threadIdx.x; i < mine; i += kThreads) {
       const unsigned int key = sm.candidate_key[i];
       const int s = sm.candidate_index[i];
-      if (pairwise) {
-        if (key > last_key || (key == last_key && frame + s <= last_column)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
-      } else if (key >= win_at || (all_in && key >= tie_from)) {
-        atomicOr(&sm.above[s >> 5], 1u << (s & 31));
-      } else if (key >= tie_from) {
-        atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
-      }
+      if (key >= win_at || (all_in && key >= tie_from)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
+      else if (key >= tie_from) atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
     }
   }
   __syncthreads();

@@ -275,6 +275,7 @@ def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", fake_torch())
     calls = []
     monkeypatch.setattr(fi, "topk", lambda *a, **kw: calls.append((a, kw)))
+    monkeypatch.setattr(fi, "_workspaces", {})  # the fake workspace must not outlive the test (GPU tests reuse the cache)
     logits = FakeTensor((8, 65536))
     indices = FakeTensor((8, 2048), dtype="int32")
     seq_lens = FakeTensor((4,), dtype="int32")
@@ -300,6 +301,7 @@ def test_vllm_compatible_prefill_topk_maps_its_arguments(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", fake_torch())
     calls = []
     monkeypatch.setattr(fi, "topk", lambda *a, **kw: calls.append((a, kw)))
+    monkeypatch.setattr(fi, "_workspaces", {})  # the fake workspace must not outlive the test (GPU tests reuse the cache)
     logits = FakeTensor((6, 40000))
     indices = FakeTensor((6, 2048), dtype="int32")
     starts, ends = FakeTensor((6,), dtype="int32"), FakeTensor((6,), dtype="int32")

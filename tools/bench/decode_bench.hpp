@@ -1,6 +1,7 @@
 #pragma once
-// `flash-indexer bench decode`: DecodePlan end to end (histogram zeroed, logits + histogram, top-k)
-// per batch shape; the logits kernel is also timed alone, so the top-k share is the difference.
+// `flash-indexer bench decode`: DecodePlan end to end (histogram zeroed, logits + histogram, top-k; no
+// histogram where the top-k rows stay resident) per batch shape; its logits step is also timed alone,
+// so the top-k share is the difference.
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -96,8 +96,9 @@ narrowing passes ("passes").
   --width W          logits width (row stride) for every cell, >= L: one graph captured at the maximum
                      context and replayed with live lengths L (default: the width is L)
 
-decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k), and the logits kernel
-alone: the top-k share is the difference; the KV floor is KV bytes / read bandwidth.
+decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k; no histogram where the
+top-k rows stay resident), and its logits step alone: the top-k share is the difference; the KV floor is
+KV bytes / read bandwidth.
   --k K              default 2048
 )"},
     {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
