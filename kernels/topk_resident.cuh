@@ -11,12 +11,10 @@
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
 //      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
-//   3. Few candidates are ranked each against all, by key and then column: a single CTA's (at most
-//      kThreads / 4) by groups of threads, a cluster's (at most kThreads, and few pairs per thread) by
-//      each CTA for its own, reading the others' through distributed shared memory. More are ranked by
-//      the leader (the cluster's keys gathered into its buffer) by 10-bit digits until the winners are
-//      known. Each CTA marks its own: a winner in the bitmap, or, when only some columns of the last
-//      key are needed after digit rounds, a tie in a second bitmap.
+//   3. The leader ranks the candidates' keys (the cluster's, gathered into its buffer) by 10-bit digits
+//      until the winners are known; each CTA marks its own: a winner in the bitmap, or, when only some
+//      columns of the last key are needed, a tie in a second bitmap. A single CTA with at most
+//      kThreads / 4 candidates ranks them each against all instead, by key and then column.
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
@@ -170,7 +168,10 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
 // A single CTA's few candidates (at most kThreads / kPairwiseGroup) are ranked each against all, by
 // key and then column, a group of at least kPairwiseGroup threads per candidate: one barrier, where
 // digit rounds (rank_candidates) cost four each and the one-warp form was a long dependent chain (3.6K
-// of 16.3K cycles at 1 x 8K FP32, device run 40).
+// of 16.3K cycles at 1 x 8K FP32, device run 40). Clusters keep the digit rounds: gathering keys and
+// columns to the leader for a pairwise ranking there (run 41), or each CTA ranking its own against the
+// others' buffers through distributed shared memory (run 44: 1 x 128K FP32 14.8 -> 21.3 us, remote
+// loads in a dependent loop), were both slower.
 constexpr int kPairwiseGroup = 4;
 
 // Marks in sm.above each of the first `size` (need < size <= kThreads / kPairwiseGroup) candidates of
@@ -196,63 +197,6 @@ __device__ void rank_pairwise(int size, int need, TopkResidentSmem<kThreads>& sm
     }
     for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
     if (has && sub == 0 && ahead < need) atomicOr(&sm.above[column >> 5], 1u << (column & 31));
-  }
-  __syncthreads();
-}
-
-// A cluster's candidates, when few enough, are ranked the same way but in place: each CTA ranks its own
-// against all of the cluster's, reading the other CTAs' buffers through distributed shared memory, and
-// marks its own winners. No gather to the leader, no decision sent back, no digit rounds (gathering
-// keys and columns to the leader for a pairwise ranking there was slower than the digit rounds, device
-// run 41). Used when every thread compares at most kPairwiseIterations pairs.
-constexpr int kPairwiseIterations = 64;
-
-// Every thread of every CTA of the cluster calls it after the cluster barrier that published the
-// candidate counts (sm.peer_candidates), and the other CTAs' buffers stay untouched until the next
-// cluster barrier. CTA q's candidate column s is the row's column frame(q) + s (its segment's start
-// relative to the leader's), so equal keys are ranked by the row's column. Ends with a barrier of
-// this CTA.
-template <int kCluster, int kThreads, class Frame>
-__device__ void rank_pairwise_cluster(int mine, int need, int rank, const Frame& frame, TopkResidentSmem<kThreads>& sm) {
-  if (mine > 0) {
-    int group = 32;
-    while (mine * group > kThreads) group >>= 1;
-    const int shift = 31 - __clz(group);
-    const int t = static_cast<int>(threadIdx.x), i = t >> shift, sub = t & (group - 1);
-    if (((t & ~31) >> shift) < mine) {  // warp-uniform
-      const bool has = i < mine;
-      const unsigned int key = has ? sm.candidate_key[i] : 0u;
-      const int local = has ? sm.candidate_index[i] : 0;
-      const int column = has ? frame(rank) + local : 0x7fffffff;
-      int ahead = 0;
-#pragma unroll 1
-      for (int q = 0; q < kCluster; ++q) {
-        const int count = sm.peer_candidates[q], base = frame(q);
-        const unsigned int keys = cluster::map(sm.candidate_key, q), columns = cluster::map(sm.candidate_index, q);
-        int j = sub;
-        // Four pairs per step, every load issued before the first compare.
-#pragma unroll 1
-        for (; j + 3 * group < count; j += 4 * group) {
-          unsigned int kj[4];
-          int cj[4];
-#pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            kj[u] = static_cast<unsigned int>(cluster::load(keys + 4u * (j + u * group)));
-            cj[u] = cluster::load(columns + 4u * (j + u * group));
-          }
-#pragma unroll
-          for (int u = 0; u < 4; ++u) ahead += static_cast<int>(kj[u] > key || (kj[u] == key && base + cj[u] < column));
-        }
-#pragma unroll 1
-        for (; j < count; j += group) {
-          const unsigned int kj = static_cast<unsigned int>(cluster::load(keys + 4u * j));
-          const int cj = base + cluster::load(columns + 4u * j);
-          ahead += static_cast<int>(kj > key || (kj == key && cj < column));
-        }
-      }
-      for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
-      if (has && sub == 0 && ahead < need) atomicOr(&sm.above[local >> 5], 1u << (local & 31));
-    }
   }
   __syncthreads();
 }
@@ -499,32 +443,23 @@ __device__ void topk_resident(const TopkParams& p) {
   }
 
   // 4. Which candidates win: all of them when exactly `need` are in the interval, else they are ranked:
-  // few each against all (a cluster's in place), more by digit rounds on the leader.
+  // a single CTA's few each against all, more (and a cluster's) by digit rounds on the leader.
   unsigned int win_at = hi, tie_from = lo;
   int tie_slots = single ? need : 0;
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
   if (!single && total_candidates > need) {
     if constexpr (kCluster > 1) {
-      int most = 0;  // the most candidates one CTA holds: how many pairs its threads compare
-#pragma unroll
-      for (int q = 0; q < kCluster; ++q) most = max(most, sm.peer_candidates[q]);
-      if (total_candidates <= kThreads && total_candidates * most <= kThreads * kPairwiseIterations) {
-        const long long span_left = static_cast<long long>(len) - from;
-        rank_pairwise_cluster<kCluster>(mine, need, rank, [&](int q) { return static_cast<int>(min(span_left, q * per_cta)); }, sm);
-        ranked = true;
-      } else {
-        if (rank != 0) {
-          const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
-          for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
-        }
-        cluster::sync();
-        if (rank == 0) {
-          rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
-          if (threadIdx.x >= 1 && threadIdx.x < kCluster)
-            for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
-        }
-        cluster::sync();
+      if (rank != 0) {
+        const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
+        for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
       }
+      cluster::sync();
+      if (rank == 0) {
+        rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+        if (threadIdx.x >= 1 && threadIdx.x < kCluster)
+          for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
+      }
+      cluster::sync();
     } else if (total_candidates <= kThreads / kPairwiseGroup) {
       rank_pairwise(total_candidates, need, sm);
       ranked = true;
