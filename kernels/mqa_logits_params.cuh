@@ -1,0 +1,38 @@
+#pragma once
+// Kernel parameters of the ragged (prefill) MQA logits kernel, shared verbatim by the host launcher and
+// the device code (plain types only: compiled by both the host compiler and NVRTC).
+
+namespace flash_indexer {
+namespace kernels {
+
+struct MqaLogitsParams {
+  const unsigned char* q;    // FP8 [T, H, D], contiguous
+  const unsigned char* kv;   // FP8 [N, D], row stride kv_stride bytes
+  const float* kv_scales;    // [N]
+  const float* weights;      // [T, H], contiguous
+  const int* ks;             // [T]: token t scores keys [ks[t], ke[t]) (clamped to [0, N])
+  const int* ke;             // [T]
+  void* logits;              // [T, N], row stride logits_stride
+  int* histogram;            // [T, 1024] coarse-bin counts to add to (histogram kernels only)
+  long long kv_stride;       // bytes between consecutive keys (a multiple of 16)
+  long long logits_stride;   // elements
+  int tokens;                // T
+  int keys;                  // N
+  int fill_masked;           // 1: write -inf into the columns outside each token's window
+};
+
+// The portable kernel's geometry: a CTA takes 64 consecutive keys for up to 8 consecutive tokens, so
+// each key block is read and dequantized once per 8 tokens.
+constexpr int kMqaThreads = 256;
+constexpr int kMqaKeys = 64;
+constexpr int kMqaTokens = 8;
+
+// Its shared memory: keys as FP32 [64][head_dim + 1] (+1 keeps reads across keys free of bank
+// conflicts), one query row [heads][head_dim], its weights, the key scales and one partial sum per
+// (head group, key).
+constexpr int mqa_portable_smem_bytes(int heads, int head_dim) {
+  return (kMqaKeys * (head_dim + 1) + heads * head_dim + heads + kMqaKeys + (kMqaThreads / kMqaKeys) * kMqaKeys) * 4;
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer

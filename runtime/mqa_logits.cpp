@@ -1,0 +1,79 @@
+// Ragged (prefill) MQA logits: configuration keys and codegen (the call itself: mqa_logits_call.cpp).
+#include "flash_indexer/mqa_logits.hpp"
+
+#include <fmt/format.h>
+
+#include "../kernels/mqa_logits_params.cuh"
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+#include "mqa_logits_kernel.hpp"
+
+namespace flash_indexer {
+
+std::string MqaLogitsConfig::key() const {
+  return fmt::format("mqa_logits.portable.h{}.d{}.hist{}.out-{}.kv-fp8.{}", heads, head_dim, histogram ? 1 : 0,
+                     logits_name(logits), arch.name());
+}
+
+MqaLogitsConfig MqaLogitsConfig::parse_key(std::string_view key) {
+  const std::vector<std::string_view> parts = split_key(key);
+  if (parts.size() != 8 || parts[0] != "mqa_logits" || parts[1] != "portable" || parts[6] != "kv-fp8")
+    throw ArgumentError(fmt::format(
+        "kernel key \"{}\": expected mqa_logits.portable.h<heads>.d<head_dim>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>", key));
+  MqaLogitsConfig c;
+  c.heads = parse_int_after(parts[2], "h", key);
+  c.head_dim = parse_int_after(parts[3], "d", key);
+  const int hist = parse_int_after(parts[4], "hist", key);
+  if (hist != 0 && hist != 1) throw ArgumentError(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
+  c.histogram = hist == 1;
+  const auto out = parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
+  if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[5]));
+  c.logits = *out;
+  c.arch = Arch::parse(parts[7], fmt::format("kernel key \"{}\"", key));
+  c.check_supported();
+  return c;
+}
+
+void MqaLogitsConfig::check_supported() const {
+  auto fail = [&](std::string_view what, int got) {
+    throw ArgumentError(fmt::format("mqa_logits configuration {}: expected {}, got {}", key(), what, got));
+  };
+  if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
+  if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    fail("logits f32, f16 or bf16", static_cast<int>(logits));
+  if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+}
+
+std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch) {
+  std::vector<MqaLogitsConfig> configs;
+  for (int heads : {16, 32, 64})
+    for (int head_dim : {64, 128})
+      for (bool histogram : {false, true})
+        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+          configs.push_back({heads, head_dim, histogram, logits, arch});
+  return configs;
+}
+
+KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& c) {
+  c.check_supported();
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = kernel_entry_name(spec.key);
+  spec.threads = kernels::kMqaThreads;
+  spec.smem_bytes = static_cast<unsigned>(kernels::mqa_portable_smem_bytes(c.heads, c.head_dim));
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"mqa_logits_portable.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::MqaLogitsParams p) {{\n"
+      "  flash_indexer::kernels::mqa_logits_portable<{h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
+      fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+  spec.config = {{"kind", "mqa_logits"}, {"variant", "portable"}, {"heads", c.heads}, {"head_dim", c.head_dim},
+                 {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
+  return spec;
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,129 @@
+// The ragged (prefill) mqa_logits call: argument checks (all in check_mqa_logits), kernel lookup, launch.
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "../kernels/mqa_logits_params.cuh"
+#include "driver.hpp"
+#include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/mqa_logits.hpp"
+#include "kernel_key.hpp"
+#include "kernel_registry.hpp"
+#include "mqa_logits_kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace flash_indexer {
+namespace {
+
+struct ConfigHash {
+  std::size_t operator()(const MqaLogitsConfig& c) const {
+    return ((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits)) * 2 + c.histogram;
+  }
+};
+
+KernelRegistry<MqaLogitsConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<MqaLogitsConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(std::string_view op, const MqaLogitsConfig& config, CUstream stream) {
+  return registry().get_for_current_device(op, config, stream, [](const MqaLogitsConfig& c) { return mqa_logits_kernel_spec(c); });
+}
+
+struct MqaLogitsCall {
+  MqaLogitsConfig config;
+  kernels::MqaLogitsParams params{};
+  bool empty() const { return params.tokens == 0 || params.keys == 0; }
+};
+
+// Every argument check of the op, in one place; no driver call.
+MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv, const TensorView& kv_scales,
+                               const TensorView& weights, const TensorView& ks, const TensorView& ke,
+                               const TensorView& logits, const MqaLogitsOptions& options) {
+  MqaLogitsCall l;
+  TensorChecks qc(op, "q", q);
+  qc.dtype({DType::fp8_e4m3}).rank({3}).contiguous().not_null().aligned(16);
+  const std::int64_t tokens = q.shape[0];
+  constexpr std::int64_t kMaxTokens = std::int64_t{65535} * kernels::kMqaTokens;  // the grid's y dimension
+  if (tokens < 0 || tokens > kMaxTokens)
+    qc.fail(fmt::format("tokens T = q.shape[0] in 0..{}", kMaxTokens), std::to_string(tokens));
+  if (q.shape[1] != 16 && q.shape[1] != 32 && q.shape[1] != 64)
+    qc.fail("heads = q.shape[1] in {16, 32, 64}", std::to_string(q.shape[1]));
+  if (q.shape[2] != 64 && q.shape[2] != 128) qc.fail("head_dim = q.shape[2] in {64, 128}", std::to_string(q.shape[2]));
+  l.config.heads = static_cast<int>(q.shape[1]);
+  l.config.head_dim = static_cast<int>(q.shape[2]);
+  const std::int64_t heads = l.config.heads, head_dim = l.config.head_dim;
+
+  TensorChecks kc(op, "kv", kv);
+  kc.dtype({DType::fp8_e4m3, DType::u8}).rank({2}).dim(1, head_dim, "head_dim").stride(1, 1).not_null().aligned(16);
+  const std::int64_t keys = kv.shape[0];
+  if (keys < 0 || keys > INT_MAX - kernels::kMqaKeys) kc.fail("keys N = kv.shape[0] in 0..2^31-65", std::to_string(keys));
+  const std::int64_t kv_stride = keys > 1 ? kv.strides[0] : head_dim;
+  if (kv_stride < head_dim || kv_stride % 16 != 0)
+    kc.fail(fmt::format("a row stride >= head_dim = {} bytes and a multiple of 16", head_dim), std::to_string(kv_stride));
+
+  TensorChecks sc(op, "kv_scales", kv_scales);
+  sc.dtype({DType::f32}).rank({1}).dim(0, keys, "N = kv.shape[0]").contiguous().not_null().aligned(4);
+  TensorChecks wc(op, "weights", weights);
+  wc.dtype({DType::f32}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, heads, "heads").contiguous().not_null().aligned(4);
+  TensorChecks sk(op, "ks", ks);
+  sk.dtype({DType::i32}).rank({1}).dim(0, tokens, "T = q.shape[0]").contiguous().not_null().aligned(4);
+  TensorChecks ek(op, "ke", ke);
+  ek.dtype({DType::i32}).rank({1}).dim(0, tokens, "T = q.shape[0]").contiguous().not_null().aligned(4);
+
+  TensorChecks oc(op, "logits", logits);
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, keys, "N = kv.shape[0]");
+  oc.stride(1, 1).not_null().aligned(16);
+  if (tokens > 1 && logits.strides[0] < keys)
+    oc.fail(fmt::format("a row stride >= N = {}", keys), std::to_string(logits.strides[0]));
+  l.config.logits = logits_dtype_of(logits.dtype);
+
+  const TensorView& histogram = options.histogram;
+  l.config.histogram = histogram.rank != 0;
+  if (l.config.histogram) {
+    TensorChecks hc(op, "histogram", histogram);
+    hc.dtype({DType::i32}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+  }
+
+  auto& p = l.params;
+  p.q = static_cast<const unsigned char*>(q.data);
+  p.kv = static_cast<const unsigned char*>(kv.data);
+  p.kv_scales = static_cast<const float*>(kv_scales.data);
+  p.weights = static_cast<const float*>(weights.data);
+  p.ks = static_cast<const int*>(ks.data);
+  p.ke = static_cast<const int*>(ke.data);
+  p.logits = logits.data;
+  p.histogram = static_cast<int*>(histogram.data);
+  p.kv_stride = kv_stride;
+  p.logits_stride = tokens > 1 ? logits.strides[0] : keys;
+  p.tokens = static_cast<int>(tokens);
+  p.keys = static_cast<int>(keys);
+  p.fill_masked = options.fill_masked;
+  return l;
+}
+
+}  // namespace
+
+void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_scales, const TensorView& weights,
+                const TensorView& ks, const TensorView& ke, const TensorView& logits, Stream stream,
+                const MqaLogitsOptions& options) {
+  constexpr std::string_view op = "mqa_logits";
+  const MqaLogitsCall call = check_mqa_logits(op, q, kv, kv_scales, weights, ks, ke, logits, options);
+  if (call.empty()) return;  // nothing to write
+  const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
+  kernels::MqaLogitsParams params = call.params;
+  void* args[] = {&params};
+  const unsigned grid_x = static_cast<unsigned>((params.keys + kernels::kMqaKeys - 1) / kernels::kMqaKeys);
+  const unsigned grid_y = static_cast<unsigned>((params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
+  launch_kernel(kernel, grid_x, grid_y, 1, stream, args);
+}
+
+void warm_mqa_logits(const MqaLogitsConfig& config) {
+  MqaLogitsConfig fields = config;  // the fields first: a bad configuration is named even without a GPU
+  fields.arch = Arch{9, 0, true};
+  fields.check_supported();
+  loaded_kernel("warm_mqa_logits", config, nullptr);
+}
+
+}  // namespace flash_indexer
