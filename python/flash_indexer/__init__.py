@@ -30,6 +30,9 @@ __all__ = [
     "set_cache_directory",
     "top_k_per_row_decode",
     "top_k_per_row_prefill",
+    "mqa_logits",
+    "fp8_mqa_logits",
+    "warm_mqa_logits",
     "topk",
     "topk_workspace_bytes",
     "warm_paged_mqa_logits",
@@ -78,6 +81,16 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
     return logits
 
 
+def mqa_logits(q, kv, kv_scales, weights, ks, ke, logits, *, stream=None, fill_masked=False, histogram=None):
+    """Writes the ragged (prefill) MQA logits into `logits` ([T, N]): token t scores the keys
+    [ks[t], ke[t]) of kv (float8_e4m3fn [N, D]) with kv_scales (float32 [N]); other columns are left
+    alone, or -inf with fill_masked. Optionally adds the coarse histogram of each window into `histogram`
+    (int32 [T, 1024]). Shapes and dtypes as the C++ mqa_logits."""
+    _ext.mqa_logits(_fp8_bytes(q), _fp8_bytes(kv), kv_scales, weights, ks, ke, logits, stream=current_stream(stream),
+                    fill_masked=fill_masked, histogram=histogram)
+    return logits
+
+
 def topk(logits, lengths, indices, workspace, *, stream=None, sorted=False, next_n=0, histogram=None,
          values=None, block_table=None, split=0, row_starts=None, relative=False):
     """Writes the exact top-k column indices of each row of `logits` into `indices` (int32
@@ -94,6 +107,11 @@ def warm_paged_mqa_logits(next_n, heads, head_dim, *, histogram=False, logits="f
     """Loads (compiling on a cache miss) a logits kernel in the current CUDA context."""
     _ext.warm_paged_mqa_logits(next_n, heads, head_dim, histogram=histogram, logits=_dtype_name(logits),
                                variant=variant)
+
+
+def warm_mqa_logits(heads, head_dim, *, histogram=False, logits="float32"):
+    """Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context."""
+    _ext.warm_mqa_logits(heads, head_dim, histogram=histogram, logits=_dtype_name(logits))
 
 
 def warm_topk(logits="float32"):
@@ -155,6 +173,22 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
 
 
 _workspaces = {}
+
+
+def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0):
+    """DeepGEMM's fp8_mqa_logits: returns new float32 logits [T, N] of q (float8_e4m3fn [T, H, D]) against
+    kv = (keys float8_e4m3fn [N, D], scales float32 [N]), token t scoring keys
+    [cu_seq_len_k_start[t], cu_seq_len_k_end[t]), on the current torch stream; the other columns are -inf
+    with clean_logits=True, unspecified otherwise. DeepGEMM's compressed layout (max_seqlen_k > 0) is not
+    supported."""
+    import torch
+
+    if max_seqlen_k != 0:
+        raise ValueError(f"fp8_mqa_logits: max_seqlen_k: expected 0 (the [T, N] layout), got {max_seqlen_k}")
+    keys, scales = kv
+    logits = torch.empty((q.shape[0], keys.shape[0]), dtype=torch.float32, device=q.device)
+    mqa_logits(q, keys, scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits)
+    return logits
 
 
 def _topk_workspace(device, rows):

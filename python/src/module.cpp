@@ -20,6 +20,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/jit.hpp"
+#include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
@@ -295,6 +296,29 @@ NB_MODULE(_flash_indexer, m) {
       "into `histogram` (int32 [rows, 1024]).");
 
   m.def(
+      "mqa_logits",
+      [](AnyArray q, AnyArray kv, AnyArray kv_scales, AnyArray weights, AnyArray ks, AnyArray ke, AnyArray logits,
+         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram) {
+        constexpr const char* op = "mqa_logits";
+        fi::MqaLogitsOptions o;
+        o.fill_masked = fill_masked;
+        o.histogram = optional_view(op, "histogram", histogram);
+        fi::TensorView kvv = device_view(op, "kv", kv);
+        if (kvv.dtype == fi::DType::u8) kvv.dtype = fi::DType::fp8_e4m3;
+        const fi::TensorView qv = query_view(op, q), sv = device_view(op, "kv_scales", kv_scales),
+                             wv = device_view(op, "weights", weights), sk = device_view(op, "ks", ks),
+                             ek = device_view(op, "ke", ke), ov = device_view(op, "logits", logits);
+        nb::gil_scoped_release release;  // the first call of a configuration may compile
+        fi::mqa_logits(qv, kvv, sv, wv, sk, ek, ov, stream_of(stream), o);
+      },
+      nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"),
+      nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
+      nb::arg("histogram").none() = nb::none(),
+      "Writes the ragged (prefill) MQA logits into `logits` (float32/16, bfloat16 [T, N]) on `stream`: token t "
+      "scores keys [ks[t], ke[t]) of kv (FP8 [N, D]) with kv_scales (float32 [N]); the C++ mqa_logits. "
+      "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]).");
+
+  m.def(
       "topk",
       [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
          int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
@@ -341,6 +365,19 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false,
       nb::arg("logits") = "float32", nb::arg("variant") = "automatic",
       "Loads (compiling on a cache miss) a logits kernel in the current CUDA context, before graph capture.");
+  m.def(
+      "warm_mqa_logits",
+      [](int heads, int head_dim, bool histogram, const std::string& logits) {
+        fi::MqaLogitsConfig c;
+        c.heads = heads;
+        c.head_dim = head_dim;
+        c.histogram = histogram;
+        c.logits = logits_dtype("warm_mqa_logits", logits);
+        nb::gil_scoped_release release;
+        fi::warm_mqa_logits(c);
+      },
+      nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false, nb::arg("logits") = "float32",
+      "Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context, before graph capture.");
   m.def(
       "warm_topk",
       [](const std::string& logits) {

@@ -321,6 +321,23 @@ def test_vllm_compatible_prefill_topk_maps_its_arguments(monkeypatch):
         fi.top_k_per_row_prefill(logits, FakeTensor((5, 1), dtype="int32"), ends, indices, 5, 40064, 1, 2048)
 
 
+def test_deepgemm_compatible_prefill_logits_allocate_and_pass_through(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    calls = []
+    monkeypatch.setattr(fi, "mqa_logits", lambda *a, **kw: calls.append((a, kw)))
+    q, keys, scales = FakeTensor((9, 64, 128)), FakeTensor((700, 128)), FakeTensor((700,))
+    out = fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke")
+    assert out.shape == (9, 700) and out.dtype == "float32" and out.device == "cuda:0"
+    (args, kw), = calls
+    assert args == (q, keys, scales, "w", "ks", "ke", out) and kw == {"fill_masked": True}
+    fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke", clean_logits=False)
+    assert calls[-1][1] == {"fill_masked": False}
+    with pytest.raises(ValueError, match="max_seqlen_k: expected 0"):
+        fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke", max_seqlen_k=4096)
+
+
 def test_fp8_queries_cross_as_their_bytes(monkeypatch):
     import sys
 

@@ -65,6 +65,24 @@ def test_prefill_topk_equals_the_reference_over_windows():
         assert row[len(chosen):] == [-1] * (k - len(chosen)), r
 
 
+def test_prefill_logits_equal_the_reference():
+    rng = np.random.default_rng()
+    T, H, D, N = 13, 32, 64, 333
+    small = np.array([0x00, 0x38, 0x40, 0x44, 0x48, 0xB8, 0xC0, 0xC4, 0xC8], np.uint8)  # 0, +-1, +-2, +-3, +-4
+    q = rng.choice(small, (T, H, D)).astype(np.uint8)
+    kv = rng.choice(small, (N, D)).astype(np.uint8)
+    scales = (2.0 ** -rng.integers(4, 12, N)).astype(np.float32)
+    weights = (rng.integers(-16, 17, (T, H)) / 8).astype(np.float32)
+    ke = np.array([N - T + t + 1 for t in range(T)], np.int32)  # causal
+    ks = np.maximum(ke - 100, 0).astype(np.int32)
+    ks[3], ke[3] = 50, 50  # an empty window
+    logits = fi.fp8_mqa_logits(to_cuda(q, torch.float8_e4m3fn), (to_cuda(kv, torch.float8_e4m3fn), to_cuda(scales)),
+                               to_cuda(weights), to_cuda(ks), to_cuda(ke))
+    torch.cuda.synchronize()
+    want = fi.reference.mqa_logits(q, kv, scales, weights, ks, ke)
+    assert logits.shape == (T, N) and logits.dtype == torch.float32
+    assert np.array_equal(logits.cpu().numpy().astype(np.float64), want.astype(np.float32).astype(np.float64))
+
 def test_cpu_tensor_is_refused():
     logits = torch.zeros(2, 100)
     with pytest.raises(ValueError, match="logits: expected a CUDA tensor, got a CPU tensor"):
