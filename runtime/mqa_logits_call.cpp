@@ -1,4 +1,6 @@
 // The ragged (prefill) mqa_logits call: argument checks (all in check_mqa_logits), kernel lookup, launch.
+#include "mqa_logits_call.hpp"
+
 #include <fmt/format.h>
 
 #include <climits>
@@ -31,11 +33,7 @@ const LoadedKernel& loaded_kernel(std::string_view op, const MqaLogitsConfig& co
   return registry().get_for_current_device(op, config, stream, [](const MqaLogitsConfig& c) { return mqa_logits_kernel_spec(c); });
 }
 
-struct MqaLogitsCall {
-  MqaLogitsConfig config;
-  kernels::MqaLogitsParams params{};
-  bool empty() const { return params.tokens == 0 || params.keys == 0; }
-};
+}  // namespace
 
 // Every argument check of the op, in one place; no driver call.
 MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv, const TensorView& kv_scales,
@@ -103,7 +101,20 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   return l;
 }
 
-}  // namespace
+MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& call, CUstream stream) {
+  MqaLogitsLaunch launch;
+  launch.kernel = &loaded_kernel(op, call.config, stream);
+  launch.params = call.params;
+  launch.grid_x = static_cast<unsigned>((call.params.keys + kernels::kMqaKeys - 1) / kernels::kMqaKeys);
+  launch.grid_y = static_cast<unsigned>((call.params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
+  return launch;
+}
+
+void enqueue(const MqaLogitsLaunch& launch, CUstream stream) {
+  kernels::MqaLogitsParams params = launch.params;
+  void* args[] = {&params};
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args);
+}
 
 void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_scales, const TensorView& weights,
                 const TensorView& ks, const TensorView& ke, const TensorView& logits, Stream stream,
@@ -111,12 +122,7 @@ void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_
   constexpr std::string_view op = "mqa_logits";
   const MqaLogitsCall call = check_mqa_logits(op, q, kv, kv_scales, weights, ks, ke, logits, options);
   if (call.empty()) return;  // nothing to write
-  const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
-  kernels::MqaLogitsParams params = call.params;
-  void* args[] = {&params};
-  const unsigned grid_x = static_cast<unsigned>((params.keys + kernels::kMqaKeys - 1) / kernels::kMqaKeys);
-  const unsigned grid_y = static_cast<unsigned>((params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
-  launch_kernel(kernel, grid_x, grid_y, 1, stream, args);
+  enqueue(prepare_mqa_logits(op, call, stream), stream);
 }
 
 void warm_mqa_logits(const MqaLogitsConfig& config) {

@@ -15,6 +15,7 @@
 #include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "kernel_catalog.hpp"
+#include "prefill_inputs.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -98,63 +99,13 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
 
 namespace {
 
-// Exact-arithmetic inputs (q and k in {0, +-1, +-2, +-3, +-4}, weights in steps of 1/8, power-of-two
-// scales): every FP32 sum is exact, so the GPU logits equal the reference's, rounded to the output type.
-struct Problem {
-  int T, H, D, N;
-  std::vector<std::uint8_t> q, kv;  // kv rows padded to kv_stride bytes
-  std::int64_t kv_stride;
-  std::vector<float> scales, w;
-  std::vector<std::int32_t> ks, ke;
-};
-
-Problem make_problem(int T, int H, int D, int N, std::mt19937_64& rng) {
-  static const std::uint8_t small[] = {0x00, 0x38, 0x40, 0x44, 0x48, 0xB8, 0xC0, 0xC4, 0xC8};
-  Problem p{T, H, D, N, {}, {}, D + 16, {}, {}, {}, {}};
-  std::uniform_int_distribution<int> pick(0, 8), step(-16, 16), exp2(4, 11);
-  p.q.resize(static_cast<std::size_t>(T) * H * D);
-  for (auto& b : p.q) b = small[pick(rng)];
-  p.kv.assign(static_cast<std::size_t>(N) * p.kv_stride, 0xEE);  // the row padding is never read
-  for (int s = 0; s < N; ++s)
-    for (int d = 0; d < D; ++d) p.kv[static_cast<std::size_t>(s) * p.kv_stride + d] = small[pick(rng)];
-  for (int s = 0; s < N; ++s) p.scales.push_back(std::ldexp(1.0f, -exp2(rng)));
-  for (int i = 0; i < T * H; ++i) p.w.push_back(step(rng) / 8.0f);
-  // Windows of every kind: causal, sliding, empty, reversed, out of range on either side, the whole.
-  std::uniform_int_distribution<int> any(-50, N + 50);
-  for (int t = 0; t < T; ++t) {
-    int start, end;
-    switch (t % 6) {
-      case 0: start = 0, end = N - T + t + 1; break;                 // causal
-      case 1: end = N - T + t + 1, start = std::max(0, end - 300); break;  // sliding window of 300
-      case 2: start = end = any(rng); break;                          // empty
-      case 3: start = any(rng), end = start - 5; break;               // reversed: empty
-      case 4: start = -20, end = N + 20; break;                       // beyond both ends: the whole
-      default: start = any(rng), end = any(rng); break;               // arbitrary
-    }
-    p.ks.push_back(start);
-    p.ke.push_back(end);
-  }
-  return p;
-}
-
 void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int T = 37, N = 700;
-  const Problem pb = make_problem(T, c.heads, c.head_dim, N, rng);
+  const test::PrefillProblem pb = test::make_prefill_problem(T, c.heads, c.head_dim, N, rng);
   const std::string what = fmt::format("{} fill_masked {} seed {}", c.key(), fill_masked, seed);
   INFO(what);
-  reference::MqaLogitsInputs in;
-  in.tokens = T;
-  in.heads = c.heads;
-  in.head_dim = c.head_dim;
-  in.keys = N;
-  in.q = pb.q.data();
-  in.kv = pb.kv.data();
-  in.kv_stride = pb.kv_stride;
-  in.kv_scales = pb.scales.data();
-  in.weights = pb.w.data();
-  in.ks = pb.ks.data();
-  in.ke = pb.ke.data();
+  const reference::MqaLogitsInputs in = pb.reference_inputs();
   const std::vector<double> ref = reference::mqa_logits(in);
 
   auto& gpu = test::gpu_session();
