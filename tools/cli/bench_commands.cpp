@@ -13,6 +13,7 @@
 #include "gpu_timer.hpp"
 #include "kernel_key.hpp"
 #include "logits_bench.hpp"
+#include "prefill_bench.hpp"
 #include "topk_bench.hpp"
 
 namespace flash_indexer::cli {
@@ -121,11 +122,38 @@ int cmd_bench_decode(const Args& args) {
   return 0;
 }
 
+int cmd_bench_prefill(const Args& args) {
+  namespace bn = fi::bench;
+  bn::PrefillBenchOptions o;
+  if (auto v = args.value("--tokens")) o.tokens = parse_int_list("--tokens", *v);
+  if (auto v = args.value("--lengths")) o.keys = parse_int_list("--lengths", *v);
+  if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
+  if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  o.k = args.int_value("--k", o.k, 1);
+  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.replays = args.int_value("--replays", o.replays, 1);
+  const auto bench_gpu = open_bench_gpu("prefill");
+  if (!bench_gpu) return 1;
+  std::printf("%6s %7s %3s %4s %10s %8s %10s %6s\n", "T", "N", "H", "out", "logits_us", "TFLOP/s", "plan_us", "chunk");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_prefill_bench(bench_gpu->gpu, o, [&](const bn::PrefillBenchRow& r) {
+    std::printf("%6d %7d %3d %4s %10.1f %8.1f %10.1f %6lld\n", r.tokens, r.keys, r.heads, fi::logits_name(r.dtype),
+                r.logits_us, r.tflops, r.plan_us, r.chunk_tokens);
+    std::fflush(stdout);
+    json.push_back({{"tokens", r.tokens}, {"keys", r.keys}, {"heads", r.heads}, {"head_dim", r.head_dim}, {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)}, {"logits_us", r.logits_us}, {"tflops", r.tflops},
+                    {"flops", r.flops}, {"plan_us", r.plan_us}, {"chunk_tokens", r.chunk_tokens}});
+  });
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
 int cmd_bench(const std::string& what, const Args& args) {
   namespace bn = fi::bench;
-  if (what != "logits" && what != "topk" && what != "decode")
-    throw UsageError(fmt::format("expected 'bench logits', 'bench topk' or 'bench decode', got '{}'", what));
+  if (what != "logits" && what != "topk" && what != "decode" && what != "prefill")
+    throw UsageError(fmt::format("expected 'bench logits', 'bench topk', 'bench decode' or 'bench prefill', got '{}'", what));
   if (what == "topk") return cmd_bench_topk(args);
+  if (what == "prefill") return cmd_bench_prefill(args);
   if (what == "decode") return cmd_bench_decode(args);
   bn::LogitsBenchOptions o;
   apply_shape_options(args, o);

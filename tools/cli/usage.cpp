@@ -63,6 +63,8 @@ per case. Exits 1 if any case fails.
                                [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
+       flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
+                               [--replays N] [--json FILE]
 
 Everything is timed with CUDA events around CUDA-graph replays (the median), next to the read
 bandwidth a streaming-read kernel reaches in the same run.
@@ -100,6 +102,13 @@ decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k;
 top-k rows stay resident), and its logits step alone: the top-k share is the difference; the KV floor is
 KV bytes / read bandwidth.
   --k K              default 2048
+
+prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s,
+and PrefillPlan::run end to end (logits in chunks of at most 1 GiB, then top-k), per T x N (D = 128).
+  --tokens LIST      T (default 4096,8192)
+  --lengths LIST     N (default 16384,65536,131072)
+  --heads LIST       default 64
+  --dtype LIST       default f16
 )"},
     {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
 
