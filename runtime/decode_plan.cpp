@@ -131,12 +131,13 @@ void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const Tens
   // The resident selector counts its rows itself and reads no histogram: for such widths the plan
   // neither zeroes nor fuses one (the same checks pass without it).
   const bool histogram_used = config_.histogram && !topk_launch.resident;
-  if (!histogram_used && config_.histogram) topk_launch.params.histogram = nullptr;
-  PagedMqaLogitsOptions lo_used = lo;
-  if (!histogram_used) lo_used.histogram = {};
-  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(
-      op, histogram_used ? logits_call : check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits_view, lo_used),
-      stream);
+  PagedMqaLogitsCall logits_used = logits_call;
+  if (!histogram_used) {
+    logits_used.config.histogram = false;  // the kernel without the fused count
+    logits_used.params.histogram = nullptr;
+    topk_launch.params.histogram = nullptr;
+  }
+  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_used, stream);
 
   if (histogram_used)
     FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(lo.histogram.data), 0,

@@ -176,10 +176,8 @@ void warm_topk(const TopkConfig& config) {
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
-  const Arch arch = current_device_arch();
-  for (int variant = 0; variant < (arch.major >= 9 ? 3 : 2); ++variant)  // streaming, resident, wide resident
-    for (int split : supported_topk_splits(arch))
-      loaded_kernel("warm_topk", {logits, Arch{}, split, variant >= 1, variant == 2}, nullptr);
+  for (const TopkConfig& c : supported_topk_configs(current_device_arch()))
+    if (c.logits == logits) loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide}, nullptr);
 }
 
 }  // namespace flash_indexer

@@ -205,19 +205,23 @@ def _topk_workspace(device, rows):
     return ws
 
 
+def _vllm_topk_rows(op, logits, indices, num_rows, stride0, stride1, top_k):
+    """The arguments vLLM's top-k calls share, checked; the first num_rows rows of `logits` as a view."""
+    if stride1 != 1:
+        raise ValueError(f"{op}: stride1: expected 1, got {stride1}")
+    if top_k < 1 or top_k > 2048:
+        raise ValueError(f"{op}: top_k: expected 1..2048, got {top_k}")
+    if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
+        raise ValueError(f"{op}: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], got {list(indices.shape)}")
+    return logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))
+
+
 def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, stride1, top_k):
     """vLLM's top_k_per_row_decode: the top_k column indices of each of the first num_rows rows of
     `logits` (float32; float16 / bfloat16 too) into `indices` (int32 [num_rows, top_k], contiguous), on
     the current torch stream. seq_lens is [B] (row r = b * next_n + j sees seq_lens[b] - next_n + j + 1
     columns) or [B, next_n]. Exact and deterministic (ties to the lower column, -1 padding)."""
-    if stride1 != 1:
-        raise ValueError(f"top_k_per_row_decode: stride1: expected 1, got {stride1}")
-    if top_k < 1 or top_k > 2048:
-        raise ValueError(f"top_k_per_row_decode: top_k: expected 1..2048, got {top_k}")
-    if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
-        raise ValueError(f"top_k_per_row_decode: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], "
-                         f"got {list(indices.shape)}")
-    rows = logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))
+    rows = _vllm_topk_rows("top_k_per_row_decode", logits, indices, num_rows, stride0, stride1, top_k)
     out = indices[:num_rows]
     topk(rows, seq_lens, out, _topk_workspace(logits.device, num_rows),
          next_n=next_n if seq_lens.dim() == 1 else 0)
@@ -230,18 +234,11 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
     cu_seqlen_ke) and writes their offsets from row_starts[r] into `indices` (int32 [num_rows, top_k],
     contiguous), on the current torch stream. Exact and deterministic (ties to the lower column, -1
     padding; a window of at most top_k columns gives 0, 1, ... then -1)."""
-    if stride1 != 1:
-        raise ValueError(f"top_k_per_row_prefill: stride1: expected 1, got {stride1}")
-    if top_k < 1 or top_k > 2048:
-        raise ValueError(f"top_k_per_row_prefill: top_k: expected 1..2048, got {top_k}")
-    if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
-        raise ValueError(f"top_k_per_row_prefill: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], "
-                         f"got {list(indices.shape)}")
+    rows = _vllm_topk_rows("top_k_per_row_prefill", logits, indices, num_rows, stride0, stride1, top_k)
     for name, t in (("row_starts", row_starts), ("row_ends", row_ends)):
         if t.dim() != 1 or t.shape[0] < num_rows:
             raise ValueError(f"top_k_per_row_prefill: {name}: expected [>= num_rows = {num_rows}], "
                              f"got {list(t.shape)}")
-    rows = logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))
     topk(rows, row_ends[:num_rows], indices[:num_rows], _topk_workspace(logits.device, num_rows),
          row_starts=row_starts[:num_rows], relative=True)
     return indices
