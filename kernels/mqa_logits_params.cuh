@@ -2,6 +2,8 @@
 // Kernel parameters of the ragged (prefill) MQA logits kernel, shared verbatim by the host launcher and
 // the device code (plain types only: compiled by both the host compiler and NVRTC).
 
+#include "paged_mqa_logits_params.cuh"  // the sm_90a geometry (consumers, stages, shared-memory layout)
+
 namespace flash_indexer {
 namespace kernels {
 
@@ -33,6 +35,21 @@ constexpr int kMqaTokens = 8;
 constexpr int mqa_portable_smem_bytes(int heads, int head_dim) {
   return (kMqaKeys * (head_dim + 1) + heads * head_dim + heads + kMqaKeys + (kMqaThreads / kMqaKeys) * kMqaKeys) * 4;
 }
+
+// ---- the sm_90a kernel ----------------------------------------------------------------------
+
+// A CTA takes kMqaSm90Rows / H consecutive tokens (one wgmma N of 128 query rows) and `tiles_per_split`
+// consecutive 64-key tiles (grid: token groups x splits), skipping the tiles outside every window of
+// its tokens; the geometry of the paged sm90 kernel with next_n = the tokens of the group.
+struct MqaLogitsSm90Params {
+  MqaLogitsParams p;
+  TensorMap kv_map;  // uint8 {head_dim, N}, row stride kv_stride bytes; box {head_dim, 64}
+  TensorMap q_map;   // uint8 {head_dim, T * H}; box {head_dim, 128}
+  int tiles_per_split;
+};
+
+constexpr int kMqaSm90Rows = 128;
+constexpr int mqa_sm90_tokens(int heads) { return kMqaSm90Rows / heads; }
 
 }  // namespace kernels
 }  // namespace flash_indexer

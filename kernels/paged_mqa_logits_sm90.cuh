@@ -6,13 +6,11 @@
 // Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D
 // TMA of the 64 x D FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales),
 // each completing on a "full" mbarrier. The consumer warpgroups (2 or 3, sm90_consumers) take the
-// blocks in turn:
+// blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
 //
-//   S[64 keys x N] = K[64 x D] * Q[N x D]^T     (wgmma m64nNk32 E4M3 x E4M3 -> FP32, N = next_n * H)
-//   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0)
+//   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0),  S = K * Q^T by wgmma
 //
-// The head sum runs in registers (each thread holds 2 keys x N/4 columns of S), then across the
-// 4 lanes of a quad with shuffles, in a fixed order: results are bitwise deterministic. The consumer
+// in a fixed order, so results are bitwise deterministic. The consumer
 // releases the key stage (the "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x
 // next_n scores of the block to a store warp of the producer warpgroup through a score stage
 // (mbarriers "scores full" / "scores free"). The store warps round and write the logits with
@@ -26,25 +24,22 @@
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
 #include "paged_mqa_logits_rows.cuh"
-#include "sm90_primitives.cuh"
+#include "sm90_mqa_tile.cuh"
 
 namespace flash_indexer {
 namespace kernels {
 
 template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
-  constexpr int kN = kNextN * kHeads;
-  static_assert(kNextN <= kSm90MaxNextN && kN <= 256, "one wgmma tile in N");
-  static_assert(kHeads % 8 == 0, "an 8-column wgmma group never spans two query rows");
-  constexpr int kChunk = kN % 64 == 0 ? 64 : kN % 32 == 0 ? 32 : 16;
-  constexpr int kChunks = kN / kChunk;
-  constexpr int kKeyBytes = 64 * kHeadDim;
+  using Tile = Sm90MqaTile<kNextN, kHeads, kHeadDim>;
+  constexpr int kN = Tile::kN;
+  static_assert(kNextN <= kSm90MaxNextN, "next_n");
+  constexpr int kKeyBytes = Tile::kKeyBytes;
   constexpr int kSm90Consumers = sm90_consumers(kN);
   constexpr int kSm90Stages = sm90_stages(kN);
   constexpr int kSm90Threads = sm90_threads(kN);
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
   using Store = LogitsStore<kOut>;
-  using Mma = sm90::WgmmaFp8<kChunk>;
   const PagedMqaLogitsParams& p = params.p;
 
   extern __shared__ unsigned char smem_raw[];
@@ -159,11 +154,11 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
-    float acc[kChunks][kChunk / 2];
+    typename Tile::Acc acc;
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c)
+    for (int c = 0; c < Tile::kChunks; ++c)
 #pragma unroll
-      for (int i = 0; i < kChunk / 2; ++i) acc[c][i] = 0.0f;
+      for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     sm90::mbarrier_wait(q_full, 0);
 
     for (int i = warpgroup; i < count; i += kSm90Consumers) {
@@ -174,51 +169,16 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       if (valid) {
         scale[0] = scale_s[stage * 64 + key0];
         scale[1] = scale_s[stage * 64 + key0 + 8];
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-          for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
-        sm90::wgmma_fence();
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-          for (int kk = 0; kk < kHeadDim / 32; ++kk)
-            Mma::mma(acc[c], sm90::matrix_descriptor<kHeadDim>(k_s + stage * kKeyBytes + kk * 32),
-                     sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim + kk * 32), kk);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait_all();
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-          for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+        Tile::scores(acc, k_s + stage * kKeyBytes, q_s);
       }
       sm90::mbarrier_arrive(&empty[stage]);  // the stage's keys and scales are in registers now
 
-      // Head sum: column c = j * H + h of S; a thread holds columns 8g + 2 * quad + {0, 1} of each
-      // 8-column group g, for its two keys (accumulator registers 4g + {0, 1} and 4g + {2, 3}).
       float sum[kNextN][2];
-#pragma unroll
-      for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
       if (valid) {
+        Tile::head_sums(acc, weight_s, quad, sum);
+      } else {
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-          for (int g = 0; g < kChunk / 8; ++g) {
-            constexpr int kGroupsPerRow = kHeads / 8;
-            const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
-            const float2 w = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
-            sum[j][0] = fmaf(fmaxf(acc[c][4 * g], 0.0f), w.x, sum[j][0]);
-            sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2], 0.0f), w.x, sum[j][1]);
-            sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
-            sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
-          }
-#pragma unroll
-        for (int j = 0; j < kNextN; ++j)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) {
-            sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 1);
-            sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 2);
-          }
+        for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
       }
 
       // Hand the scores to the store warps: value (j, r) is written by lane quad == (2j + r) % 4.

@@ -7,20 +7,35 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
 #include "mqa_logits_kernel.hpp"
+#include "paged_mqa_logits_kernel.hpp"  // variant_name, portable_forced_by_environment
 
 namespace flash_indexer {
+namespace {
+
+bool sm90_applies(const Arch& arch) { return arch.major == 9 && arch.minor == 0 && arch.arch_specific; }
+
+}  // namespace
 
 std::string MqaLogitsConfig::key() const {
-  return fmt::format("mqa_logits.portable.h{}.d{}.hist{}.out-{}.kv-fp8.{}", heads, head_dim, histogram ? 1 : 0,
-                     logits_name(logits), arch.name());
+  return fmt::format("mqa_logits.{}.h{}.d{}.hist{}.out-{}.kv-fp8.{}", variant_name(variant), heads, head_dim,
+                     histogram ? 1 : 0, logits_name(logits), arch.name());
+}
+
+MqaLogitsConfig MqaLogitsConfig::resolved() const {
+  MqaLogitsConfig c = *this;
+  if (c.variant == MqaLogitsVariant::automatic)
+    c.variant = sm90_applies(c.arch) && !portable_forced_by_environment() ? MqaLogitsVariant::sm90 : MqaLogitsVariant::portable;
+  return c;
 }
 
 MqaLogitsConfig MqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
-  if (parts.size() != 8 || parts[0] != "mqa_logits" || parts[1] != "portable" || parts[6] != "kv-fp8")
+  if (parts.size() != 8 || parts[0] != "mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") || parts[6] != "kv-fp8")
     throw ArgumentError(fmt::format(
-        "kernel key \"{}\": expected mqa_logits.portable.h<heads>.d<head_dim>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>", key));
+        "kernel key \"{}\": expected mqa_logits.<portable|sm90>.h<heads>.d<head_dim>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
+        key));
   MqaLogitsConfig c;
+  c.variant = parts[1] == "sm90" ? MqaLogitsVariant::sm90 : MqaLogitsVariant::portable;
   c.heads = parse_int_after(parts[2], "h", key);
   c.head_dim = parse_int_after(parts[3], "d", key);
   const int hist = parse_int_after(parts[4], "hist", key);
@@ -43,6 +58,13 @@ void MqaLogitsConfig::check_supported() const {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+  if (variant == MqaLogitsVariant::automatic)
+    throw ArgumentError(fmt::format("mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
+  if (variant == MqaLogitsVariant::sm90 && !sm90_applies(arch))
+    throw ArgumentError(
+        fmt::format("mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
+  if (variant != MqaLogitsVariant::portable && variant != MqaLogitsVariant::sm90)
+    fail("variant automatic, portable or sm90", static_cast<int>(variant));
 }
 
 std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch) {
@@ -50,17 +72,38 @@ std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch) {
   for (int heads : {16, 32, 64})
     for (int head_dim : {64, 128})
       for (bool histogram : {false, true})
-        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-          configs.push_back({heads, head_dim, histogram, logits, arch});
+        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+          configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::portable});
+          if (sm90_applies(arch)) configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::sm90});
+        }
   return configs;
 }
 
-KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& c) {
+KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& config) {
+  const MqaLogitsConfig c = config.resolved();
   c.check_supported();
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
+  spec.variant = static_cast<int>(c.variant);
+  spec.config = {{"kind", "mqa_logits"}, {"variant", variant_name(c.variant)}, {"heads", c.heads}, {"head_dim", c.head_dim},
+                 {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
+  if (c.variant == MqaLogitsVariant::sm90) {
+    const int tokens = kernels::mqa_sm90_tokens(c.heads);
+    spec.threads = kernels::sm90_threads(tokens * c.heads);
+    spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(tokens, c.heads, c.head_dim, c.histogram).bytes);
+    spec.source = fmt::format(
+        "// {key}\n"
+        "#include \"mqa_logits_sm90.cuh\"\n"
+        "extern \"C\" __global__ void __launch_bounds__({threads}, 1) {entry}(const __grid_constant__ "
+        "flash_indexer::kernels::MqaLogitsSm90Params p) {{\n"
+        "  flash_indexer::kernels::mqa_logits_sm90<{h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+        "}}\n",
+        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
+        fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+    return spec;
+  }
   spec.threads = kernels::kMqaThreads;
   spec.smem_bytes = static_cast<unsigned>(kernels::mqa_portable_smem_bytes(c.heads, c.head_dim));
   spec.source = fmt::format(
@@ -71,8 +114,6 @@ KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& c) {
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
       fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
-  spec.config = {{"kind", "mqa_logits"}, {"variant", "portable"}, {"heads", c.heads}, {"head_dim", c.head_dim},
-                 {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
   return spec;
 }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "../kernels/mqa_logits_params.cuh"
@@ -20,7 +21,8 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const MqaLogitsConfig& c) const {
-    return ((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits)) * 2 + c.histogram;
+    return (((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 +
+           static_cast<std::size_t>(c.variant);
   }
 };
 
@@ -31,6 +33,30 @@ KernelRegistry<MqaLogitsConfig, ConfigHash>& registry() {
 
 const LoadedKernel& loaded_kernel(std::string_view op, const MqaLogitsConfig& config, CUstream stream) {
   return registry().get_for_current_device(op, config, stream, [](const MqaLogitsConfig& c) { return mqa_logits_kernel_spec(c); });
+}
+
+// TMA maps of the sm90 kernel: key tiles {D bytes, 64 keys} of kv [N, D] (rows past N read as zeros) and
+// the query rows {D bytes, 128 rows} of q [T * H, D]; swizzled as wide as a row (wgmma's K-major layout).
+void encode_tensor_maps(kernels::MqaLogitsSm90Params& sp, int heads, int head_dim) {
+  const auto& p = sp.p;
+  const CUtensorMapSwizzle swizzle = head_dim == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const cuuint32_t elem_strides[2] = {1, 1};
+  {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(p.keys)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.kv_stride)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(head_dim), 64};
+    FI_CU(cuTensorMapEncodeTiled, "mqa_logits: kv tensor map", reinterpret_cast<CUtensorMap*>(&sp.kv_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.kv), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
+  {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(p.tokens) * heads};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(head_dim)};
+    const cuuint32_t box[2] = {static_cast<cuuint32_t>(head_dim), static_cast<cuuint32_t>(kernels::kMqaSm90Rows)};
+    FI_CU(cuTensorMapEncodeTiled, "mqa_logits: q tensor map", reinterpret_cast<CUtensorMap*>(&sp.q_map),
+          CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.q), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  }
 }
 
 }  // namespace
@@ -98,21 +124,43 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   p.tokens = static_cast<int>(tokens);
   p.keys = static_cast<int>(keys);
   p.fill_masked = options.fill_masked;
+  if (options.variant != MqaLogitsVariant::automatic && options.variant != MqaLogitsVariant::portable &&
+      options.variant != MqaLogitsVariant::sm90)
+    throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
+                                    static_cast<int>(options.variant)));
+  l.config.variant = options.variant;
   return l;
 }
 
 MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& call, CUstream stream) {
   MqaLogitsLaunch launch;
   launch.kernel = &loaded_kernel(op, call.config, stream);
-  launch.params = call.params;
-  launch.grid_x = static_cast<unsigned>((call.params.keys + kernels::kMqaKeys - 1) / kernels::kMqaKeys);
-  launch.grid_y = static_cast<unsigned>((call.params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
+  launch.sm90_params.p = call.params;
+  launch.sm90 = launch.kernel->variant == static_cast<int>(MqaLogitsVariant::sm90);
+  if (!launch.sm90) {
+    launch.grid_x = static_cast<unsigned>((call.params.keys + kernels::kMqaKeys - 1) / kernels::kMqaKeys);
+    launch.grid_y = static_cast<unsigned>((call.params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
+    return launch;
+  }
+  // Grid: token groups (x) by key splits (y, at most 65535). A CTA holds the SM (one per SM), so a split
+  // is long enough to amortize its prologue (the Q load, the ring's first fill): at least 32 tiles, and
+  // enough CTAs for a few waves over the SMs.
+  encode_tensor_maps(launch.sm90_params, call.config.heads, call.config.head_dim);
+  const std::int64_t tokens_per_cta = kernels::mqa_sm90_tokens(call.config.heads);
+  const std::int64_t groups = (call.params.tokens + tokens_per_cta - 1) / tokens_per_cta;
+  const std::int64_t tiles = (static_cast<std::int64_t>(call.params.keys) + 63) / 64;
+  const std::int64_t waves = 4 * static_cast<std::int64_t>(std::max(launch.kernel->multiprocessors, 1));
+  const std::int64_t per_split = std::max<std::int64_t>(std::clamp<std::int64_t>((tiles * groups + waves - 1) / waves, 32, 256),
+                                                        (tiles + 65534) / 65535);
+  launch.sm90_params.tiles_per_split = static_cast<int>(per_split);
+  launch.grid_x = static_cast<unsigned>(groups);
+  launch.grid_y = static_cast<unsigned>((tiles + per_split - 1) / per_split);
   return launch;
 }
 
 void enqueue(const MqaLogitsLaunch& launch, CUstream stream) {
-  kernels::MqaLogitsParams params = launch.params;
-  void* args[] = {&params};
+  kernels::MqaLogitsSm90Params params = launch.sm90_params;
+  void* args[] = {launch.sm90 ? static_cast<void*>(&params) : static_cast<void*>(&params.p)};
   launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args);
 }
 
@@ -128,7 +176,7 @@ void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_
 void warm_mqa_logits(const MqaLogitsConfig& config) {
   MqaLogitsConfig fields = config;  // the fields first: a bad configuration is named even without a GPU
   fields.arch = Arch{9, 0, true};
-  fields.check_supported();
+  fields.resolved().check_supported();
   loaded_kernel("warm_mqa_logits", config, nullptr);
 }
 

@@ -23,7 +23,8 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
 
 struct MqaLogitsLaunch {
   const LoadedKernel* kernel = nullptr;
-  kernels::MqaLogitsParams params{};
+  bool sm90 = false;
+  kernels::MqaLogitsSm90Params sm90_params{};  // .p: the parameters of either kernel
   unsigned grid_x = 0, grid_y = 0;
 };
 

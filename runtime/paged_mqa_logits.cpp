@@ -26,7 +26,6 @@ std::string PagedMqaLogitsConfig::key() const {
                      head_dim, block_size, histogram ? 1 : 0, logits_name(logits), arch.name());
 }
 
-namespace {
 bool portable_forced_by_environment() {
   static const bool forced = [] {
     const char* v = std::getenv("FLASH_INDEXER_KERNEL");
@@ -34,6 +33,8 @@ bool portable_forced_by_environment() {
   }();
   return forced;
 }
+
+namespace {
 bool sm90_applies(const PagedMqaLogitsConfig& c) {
   return c.arch.major == 9 && c.arch.minor == 0 && c.arch.arch_specific && c.next_n <= kernels::kSm90MaxNextN;
 }

@@ -27,7 +27,7 @@ void check_config(const PrefillPlanConfig& c) {
     throw ArgumentError(fmt::format("PrefillPlan: config.{}: expected {}, got {}", field, expected, got));
   };
   try {
-    MqaLogitsConfig{c.heads, c.head_dim, false, c.logits, Arch{9, 0, true}}.check_supported();
+    MqaLogitsConfig{c.heads, c.head_dim, false, c.logits, Arch{9, 0, true}}.resolved().check_supported();
   } catch (const Error& e) {
     throw ArgumentError(fmt::format("PrefillPlan: {}", e.what()));
   }

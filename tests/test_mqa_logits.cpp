@@ -51,13 +51,20 @@ void expect_error(const std::function<void(Args&)>& change, const std::string& t
 
 TEST_CASE("mqa_logits keys round-trip and name what is out of range", "[mqa][cpu]") {
   const auto configs = supported_mqa_logits_configs(Arch{9, 0, true});
-  CHECK(configs.size() == 36);
+  CHECK(configs.size() == 72);  // portable and sm90
+  CHECK(supported_mqa_logits_configs(Arch{8, 0, false}).size() == 36);
   for (const auto& c : configs) CHECK(MqaLogitsConfig::parse_key(c.key()) == c);
-  CHECK(MqaLogitsConfig{}.key() == "mqa_logits.portable.h64.d128.hist0.out-f32.kv-fp8.sm_90a");
+  CHECK(MqaLogitsConfig{}.key() == "mqa_logits.auto.h64.d128.hist0.out-f32.kv-fp8.sm_90a");
+  CHECK(MqaLogitsConfig{}.resolved().key() == "mqa_logits.sm90.h64.d128.hist0.out-f32.kv-fp8.sm_90a");
+  MqaLogitsConfig ampere;
+  ampere.arch = Arch{8, 0, false};
+  CHECK(ampere.resolved().key() == "mqa_logits.portable.h64.d128.hist0.out-f32.kv-fp8.sm_80");
   CHECK_THROWS_WITH(MqaLogitsConfig::parse_key("mqa_logits.portable.h48.d128.hist0.out-f32.kv-fp8.sm_90a"),
                     Contains("heads in {16, 32, 64}, got 48"));
-  CHECK_THROWS_WITH(MqaLogitsConfig::parse_key("mqa_logits.sm90.h64.d128.hist0.out-f32.kv-fp8.sm_90a"),
-                    Contains("expected mqa_logits.portable."));
+  CHECK_THROWS_WITH(MqaLogitsConfig::parse_key("mqa_logits.wgmma.h64.d128.hist0.out-f32.kv-fp8.sm_90a"),
+                    Contains("expected mqa_logits.<portable|sm90>."));
+  CHECK_THROWS_WITH(MqaLogitsConfig::parse_key("mqa_logits.sm90.h64.d128.hist0.out-f32.kv-fp8.sm_80"),
+                    Contains("the sm90 kernel needs sm_90a"));
   CHECK(kernel_spec_for_key("mqa_logits.portable.h16.d64.hist1.out-bf16.kv-fp8.sm_80").key ==
         "mqa_logits.portable.h16.d64.hist1.out-bf16.kv-fp8.sm_80");
 }
@@ -99,9 +106,9 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
 
 namespace {
 
-void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed) {
+// T and N not multiples of the tiles; the larger N spans several key splits of the sm90 kernel.
+void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed, int T = 37, int N = 700) {
   std::mt19937_64 rng(seed);
-  const int T = 37, N = 700;
   const test::PrefillProblem pb = test::make_prefill_problem(T, c.heads, c.head_dim, N, rng);
   const std::string what = fmt::format("{} fill_masked {} seed {}", c.key(), fill_masked, seed);
   INFO(what);
@@ -118,6 +125,7 @@ void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::ui
   hist.fill(0);
   MqaLogitsOptions o;
   o.fill_masked = fill_masked;
+  o.variant = c.variant;
   if (c.histogram) o.histogram = TensorView::contiguous(hist.data(), DType::i32, {T, kCoarseBins});
   TensorView kv_view = TensorView::contiguous(kv.data(), DType::fp8_e4m3, {N, c.head_dim});
   kv_view.strides[0] = pb.kv_stride;
@@ -167,6 +175,7 @@ const bool registered = [] {
       test::require_gpu();
       check_against_reference(c, false, test::fresh_seed());
       check_against_reference(c, true, test::fresh_seed());
+      if (c.variant == MqaLogitsVariant::sm90) check_against_reference(c, c.histogram, test::fresh_seed(), 9, 9000);
     });
   }
   return true;

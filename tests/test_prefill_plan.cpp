@@ -32,6 +32,13 @@ TEST_CASE("PrefillPlan names a bad configuration field", "[prefill][cpu]") {
   expect([](PrefillPlanConfig& c) { c.heads = 48; }, "heads in {16, 32, 64}, got 48");
   expect([](PrefillPlanConfig& c) { c.logits_bytes = 1000; },
          "config.logits_bytes: expected at least one row of max_keys logits (262144 bytes), got 1000");
+  // A valid configuration passes every field check (without a GPU the driver is what fails next).
+  try {
+    const PrefillPlan plan(PrefillPlanConfig{});
+  } catch (const ArgumentError& e) {
+    FAIL(e.what());
+  } catch (const Error&) {
+  }
 }
 
 namespace {

@@ -13,17 +13,24 @@
 
 namespace flash_indexer {
 
-// One compiled kernel: everything that is a template argument of the device code. Only the portable
-// kernel exists so far (any GPU from sm_80).
+// Which kernel: `portable` (any GPU from sm_80, exact FP32 CUDA-core arithmetic) or `sm90` (sm_90a:
+// TMA + FP8 wgmma, for H100/H200); `automatic` resolves to sm90 where it applies (unless the environment
+// sets FLASH_INDEXER_KERNEL=portable), as for paged_mqa_logits.
+using MqaLogitsVariant = PagedMqaLogitsVariant;
+
+// One compiled kernel: everything that is a template argument of the device code.
 struct MqaLogitsConfig {
   int heads = 64;      // 16, 32, 64
   int head_dim = 128;  // 64, 128
   bool histogram = false;
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
+  MqaLogitsVariant variant = MqaLogitsVariant::automatic;  // resolved against `arch`
 
-  // "mqa_logits.portable.h64.d128.hist0.out-f32.kv-fp8.sm_90a"
+  // "mqa_logits.sm90.h64.d128.hist0.out-f32.kv-fp8.sm_90a" (of the resolved variant)
   std::string key() const;
+  // `variant` resolved for `arch`.
+  MqaLogitsConfig resolved() const;
   // Inverse of key(); throws ArgumentError naming the part that does not parse or is out of range.
   static MqaLogitsConfig parse_key(std::string_view key);
   // Throws ArgumentError naming the field that is out of range.
@@ -40,6 +47,7 @@ struct MqaLogitsOptions {
   // int32 [T, 1024], contiguous: the coarse-bin counts (CONTRACT 3) of each row's window, as stored, are
   // added to it (the caller zeroes it first).
   TensorView histogram{};
+  MqaLogitsVariant variant = MqaLogitsVariant::automatic;
 };
 
 // Tensor arguments (device memory; strides in elements):

@@ -109,9 +109,9 @@ def warm_paged_mqa_logits(next_n, heads, head_dim, *, histogram=False, logits="f
                                variant=variant)
 
 
-def warm_mqa_logits(heads, head_dim, *, histogram=False, logits="float32"):
+def warm_mqa_logits(heads, head_dim, *, histogram=False, logits="float32", variant="automatic"):
     """Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context."""
-    _ext.warm_mqa_logits(heads, head_dim, histogram=histogram, logits=_dtype_name(logits))
+    _ext.warm_mqa_logits(heads, head_dim, histogram=histogram, logits=_dtype_name(logits), variant=variant)
 
 
 def warm_topk(logits="float32"):

@@ -367,16 +367,18 @@ NB_MODULE(_flash_indexer, m) {
       "Loads (compiling on a cache miss) a logits kernel in the current CUDA context, before graph capture.");
   m.def(
       "warm_mqa_logits",
-      [](int heads, int head_dim, bool histogram, const std::string& logits) {
+      [](int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant) {
         fi::MqaLogitsConfig c;
         c.heads = heads;
         c.head_dim = head_dim;
         c.histogram = histogram;
         c.logits = logits_dtype("warm_mqa_logits", logits);
+        c.variant = variant_of("warm_mqa_logits", variant);
         nb::gil_scoped_release release;
         fi::warm_mqa_logits(c);
       },
       nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false, nb::arg("logits") = "float32",
+      nb::arg("variant") = "automatic",
       "Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context, before graph capture.");
   m.def(
       "warm_topk",

@@ -1,0 +1,191 @@
+#pragma once
+// Ragged (prefill) MQA logits on Hopper (sm_90a): TMA + FP8 wgmma, warp-specialized, the structure of
+// the paged sm90 kernel (paged_mqa_logits_sm90.cuh) over one contiguous key buffer.
+//
+// Prefill is compute-bound (T * W * H * D * 2 FLOPs), so a CTA reuses every key tile it loads for a
+// group of G = 128 / H consecutive tokens: the wgmma's N is the group's G * H query rows. The CTA
+// covers `tiles_per_split` consecutive 64-key tiles (grid: token groups x splits) and loads only those
+// inside the union of its tokens' windows; consecutive CTAs are consecutive token groups of the same
+// split, so their key tiles meet in L2. The producer thread loads the group's Q once (a 2-D TMA; rows
+// past T read as zeros) and streams the key tiles (a 2-D TMA of 64 x D FP8, rows past N as zeros)
+// through the ring; consumer warpgroups take the tiles in turn (sm90_mqa_tile.cuh: wgmma, then the
+// ReLU-weighted head sums in a fixed order, so results are bitwise deterministic), scale them by the
+// keys' FP32 scales (read from global: a tile's scales need not be 16-byte aligned for a bulk copy)
+// and hand them to the store warps, which write each token's window, -inf outside it with
+// fill_masked, and count the histogram of the stored values.
+#include "coarse_histogram.cuh"
+#include "mqa_logits_params.cuh"
+#include "mqa_logits_portable.cuh"  // mqa_window
+#include "numeric.cuh"
+#include "sm90_mqa_tile.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+template <int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
+__device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
+  constexpr int kG = mqa_sm90_tokens(kHeads);
+  using Tile = Sm90MqaTile<kG, kHeads, kHeadDim>;
+  constexpr int kN = Tile::kN;
+  constexpr int kKeyBytes = Tile::kKeyBytes;
+  constexpr int kConsumers = sm90_consumers(kN);
+  constexpr int kStages = sm90_stages(kN);
+  constexpr int kThreads = sm90_threads(kN);
+  constexpr Sm90Layout kLayout = sm90_layout(kG, kHeads, kHeadDim, kHistogram);
+  static_assert(kStages % kSm90StoreWarps == 0 && kStages % kConsumers == 0, "stage ownership");
+  using Store = LogitsStore<kOut>;
+  const MqaLogitsParams& p = params.p;
+
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = smem_raw + ((1024u - (sm90::smem_address(smem_raw) & 1023u)) & 1023u);
+  unsigned char* q_s = smem + kLayout.q;
+  unsigned char* k_s = smem + kLayout.k;
+  float* weight_s = reinterpret_cast<float*>(smem + kLayout.weights);
+  float* score_s = reinterpret_cast<float*>(smem + kLayout.values);  // [stage][token][64]
+  int* hist_s = reinterpret_cast<int*>(smem + kLayout.histogram);
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + kLayout.barriers);
+  unsigned long long* empty = full + kStages;
+  unsigned long long* scores_full = empty + kStages;
+  unsigned long long* scores_free = scores_full + kStages;
+  unsigned long long* q_full = scores_free + kStages;
+
+  const int tid = threadIdx.x;
+  const int t0 = blockIdx.x * kG;
+  // The group's windows; lo / hi bound their union (empty windows excluded).
+  int starts[kG], ends[kG];
+  int lo = 0x7fffffff, hi = 0;
+#pragma unroll
+  for (int j = 0; j < kG; ++j) {
+    starts[j] = ends[j] = 0;
+    if (t0 + j < p.tokens) {
+      const MqaWindow w = mqa_window(p, t0 + j);
+      starts[j] = w.start;
+      ends[j] = w.end;
+      if (w.end > w.start) {
+        lo = min(lo, w.start);
+        hi = max(hi, w.end);
+      }
+    }
+  }
+  const int key_tiles = (p.keys + 63) / 64;
+  const int first = blockIdx.y * params.tiles_per_split;
+  const int split_end = min(first + params.tiles_per_split, key_tiles);
+  const int active = hi > lo ? max(first, lo / 64) : first;
+  const int count = hi > lo ? max(0, min(split_end, (hi + 63) / 64) - active) : 0;
+
+  // Columns of this split outside the tiles the CTA computes: -inf when asked, nothing else there.
+  if (p.fill_masked) {
+    const int begin = first * 64, span = min(split_end * 64, p.keys) - begin;
+    for (int i = tid; i < kG * max(span, 0); i += kThreads) {
+      const int j = i / span, s = begin + i % span;
+      if (t0 + j >= p.tokens || (s >= active * 64 && s < (active + count) * 64)) continue;
+      Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + s, negative_infinity());
+    }
+  }
+  if (count == 0) return;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      sm90::mbarrier_init(&empty[s], 128);
+      sm90::mbarrier_init(&scores_full[s], 128);
+      sm90::mbarrier_init(&scores_free[s], 32);
+    }
+    sm90::mbarrier_init(q_full, 1);
+    sm90::fence_barrier_init();
+  }
+  if constexpr (kHistogram)
+    for (int i = tid; i < kG * kCoarseBins; i += kThreads) hist_s[i] = 0;
+  for (int i = tid; i < kN; i += kThreads)
+    weight_s[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
+  __syncthreads();
+
+  const int warpgroup = tid / 128;
+  if (warpgroup == kConsumers) {
+    if (tid == kConsumers * 128) {  // the producer thread
+      sm90::prefetch_tensor_map(&params.kv_map);
+      sm90::mbarrier_arrive_expect_tx(q_full, kN * kHeadDim);
+      sm90::tma_load_2d(q_s, &params.q_map, q_full, 0, t0 * kHeads);
+      for (int i = 0; i < count; ++i) {
+        const int stage = i % kStages;
+        if (i >= kStages) sm90::mbarrier_wait(&empty[stage], ((i / kStages) - 1) & 1);
+        sm90::mbarrier_arrive_expect_tx(&full[stage], kKeyBytes);
+        sm90::tma_load_2d(k_s + stage * kKeyBytes, &params.kv_map, &full[stage], 0, (active + i) * 64);
+      }
+    } else if (tid >= kConsumers * 128 + 32) {  // the store warps, tile i to warp i % 3
+      const int warp = (tid - (kConsumers * 128 + 32)) / 32;
+      const int lane = tid % 32;
+      for (int i = warp; i < count; i += kSm90StoreWarps) {
+        const int stage = i % kStages;
+        sm90::mbarrier_wait(&scores_full[stage], (i / kStages) & 1);
+        const int s0 = (active + i) * 64;
+        for (int e = lane; e < kG * 64; e += 32) {
+          const int j = e / 64;
+          const int s = s0 + e % 64;
+          if (t0 + j >= p.tokens || s >= p.keys) continue;
+          int start = starts[0], end = ends[0];  // starts[j] without a dynamically indexed (local memory) array
+#pragma unroll
+          for (int jj = 1; jj < kG; ++jj)
+            if (jj == j) start = starts[jj], end = ends[jj];
+          const long long index = static_cast<long long>(t0 + j) * p.logits_stride + s;
+          if (s < start || s >= end) {
+            if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
+            continue;
+          }
+          const float stored = Store::store(p.logits, index, score_s[stage * kG * 64 + e]);
+          if constexpr (kHistogram) {
+            const int bin = histogram_bin(stored);
+            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
+          }
+        }
+        sm90::mbarrier_arrive(&scores_free[stage]);
+      }
+    }
+  } else {
+    const int lane = tid % 32;
+    const int quad = lane % 4;
+    const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    typename Tile::Acc acc;
+#pragma unroll
+    for (int c = 0; c < Tile::kChunks; ++c)
+#pragma unroll
+      for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
+    sm90::mbarrier_wait(q_full, 0);
+
+    for (int i = warpgroup; i < count; i += kConsumers) {
+      const int stage = i % kStages;
+      const int s0 = (active + i) * 64;
+      // Issued before the wait, so the loads overlap it and the wgmma; keys past N score 0.
+      float scale[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) scale[r] = s0 + key0 + 8 * r < p.keys ? __ldg(p.kv_scales + s0 + key0 + 8 * r) : 0.0f;
+      sm90::mbarrier_wait(&full[stage], (i / kStages) & 1);
+      Tile::scores(acc, k_s + stage * kKeyBytes, q_s);
+      sm90::mbarrier_arrive(&empty[stage]);  // the stage's keys are in registers now
+      float sum[kG][2];
+      Tile::head_sums(acc, weight_s, quad, sum);
+
+      // Hand the scores to the store warps: value (j, r) is written by lane quad == (2j + r) % 4.
+      if (i >= kStages) sm90::mbarrier_wait(&scores_free[stage], ((i / kStages) - 1) & 1);
+      float* scores = score_s + stage * kG * 64;
+#pragma unroll
+      for (int j = 0; j < kG; ++j)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          if ((2 * j + r) % 4 == quad) scores[j * 64 + key0 + 8 * r] = sum[j][r] * scale[r];
+      sm90::mbarrier_arrive(&scores_full[stage]);
+    }
+  }
+
+  if constexpr (kHistogram) {
+    __syncthreads();
+    for (int i = tid; i < kG * kCoarseBins; i += kThreads) {
+      const int count_in_bin = hist_s[i];
+      if (count_in_bin != 0 && t0 + i / kCoarseBins < p.tokens)
+        atomicAdd(p.histogram + static_cast<long long>(t0 + i / kCoarseBins) * kCoarseBins + i % kCoarseBins, count_in_bin);
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer
