@@ -28,10 +28,10 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
   using Tile = Sm90MqaTile<kG, kHeads, kHeadDim>;
   constexpr int kN = Tile::kN;
   constexpr int kKeyBytes = Tile::kKeyBytes;
-  constexpr int kConsumers = sm90_consumers(kN);
-  constexpr int kStages = sm90_stages(kN);
-  constexpr int kThreads = sm90_threads(kN);
-  constexpr Sm90Layout kLayout = sm90_layout(kG, kHeads, kHeadDim, kHistogram);
+  constexpr int kConsumers = kMqaSm90Consumers;
+  constexpr int kStages = kMqaSm90Stages;
+  constexpr int kThreads = kMqaSm90Threads;
+  constexpr Sm90Layout kLayout = mqa_sm90_layout(kHeads, kHeadDim, kHistogram);
   static_assert(kStages % kSm90StoreWarps == 0 && kStages % kConsumers == 0, "stage ownership");
   using Store = LogitsStore<kOut>;
   const MqaLogitsParams& p = params.p;
@@ -102,6 +102,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
 
   const int warpgroup = tid / 128;
   if (warpgroup == kConsumers) {
+    sm90::set_max_registers_dec<kMqaSm90ProducerRegisters>();
     if (tid == kConsumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
       sm90::mbarrier_arrive_expect_tx(q_full, kN * kHeadDim);
@@ -142,6 +143,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       }
     }
   } else {
+    sm90::set_max_registers_inc<kMqaSm90ConsumerRegisters>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8

@@ -65,8 +65,9 @@ constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 struct Sm90Layout {
   int q, k, scales, weights, values, histogram, barriers, invalid, bytes;
 };
-constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram) {
-  const int stages = sm90_stages(next_n * heads);
+// `stages`: 0 for sm90_stages (the paged kernel); the prefill kernel sets its own.
+constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0) {
+  if (stages == 0) stages = sm90_stages(next_n * heads);
   Sm90Layout l{};
   l.q = 0;
   l.k = round_up(next_n * heads * head_dim, 1024);

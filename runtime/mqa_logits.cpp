@@ -90,9 +90,8 @@ KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& config) {
   spec.config = {{"kind", "mqa_logits"}, {"variant", variant_name(c.variant)}, {"heads", c.heads}, {"head_dim", c.head_dim},
                  {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
   if (c.variant == MqaLogitsVariant::sm90) {
-    const int tokens = kernels::mqa_sm90_tokens(c.heads);
-    spec.threads = kernels::sm90_threads(tokens * c.heads);
-    spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(tokens, c.heads, c.head_dim, c.histogram).bytes);
+    spec.threads = kernels::kMqaSm90Threads;
+    spec.smem_bytes = static_cast<unsigned>(kernels::mqa_sm90_layout(c.heads, c.head_dim, c.histogram).bytes);
     spec.source = fmt::format(
         "// {key}\n"
         "#include \"mqa_logits_sm90.cuh\"\n"
