@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <random>
 
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/prefill_plan.hpp"
+#include "flash_indexer/topk.hpp"
 #include "gpu_timer.hpp"
 
 namespace flash_indexer::bench {
@@ -66,6 +68,28 @@ std::vector<PrefillBenchRow> run_prefill_bench(check::GpuSession& gpu, const Pre
           mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, gpu.stream());  // loads the kernel before capture
           r.logits_us = time_graph(gpu, [&](CUstream s) { mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s); }, o.replays).median_us;
           r.tflops = r.flops / (r.logits_us * 1e-6) / 1e12;
+          {
+            check::DeviceBuffer hist(static_cast<std::size_t>(tokens) * kCoarseBins * 4);
+            hist.fill(0);  // the counts add up over the replays; only the time matters here
+            MqaLogitsOptions ho;
+            ho.histogram = TensorView::contiguous(hist.data(), DType::i32, {tokens, kCoarseBins});
+            mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, gpu.stream(), ho);
+            r.hist_us = time_graph(gpu, [&](CUstream s) { mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s, ho); }, o.replays).median_us;
+          }
+          {
+            const std::size_t ws_bytes = topk_workspace_bytes(tokens);
+            check::DeviceBuffer ws(ws_bytes);
+            const TensorView wsv = TensorView::contiguous(ws.data(), DType::u8, {static_cast<std::int64_t>(ws_bytes)});
+            const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {tokens, o.k});
+            TopkOptions to;
+            to.row_starts = ksv;
+            topk(lv, kev, iv, wsv, gpu.stream(), to);  // loads the selector before capture
+            r.separate_us = time_graph(gpu, [&](CUstream s) {
+                              mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s);
+                              topk(lv, kev, iv, wsv, s, to);
+                            }, o.replays).median_us;
+            r.separate_bytes = static_cast<double>(tokens) * keys * elem + static_cast<double>(ws_bytes);
+          }
           PrefillPlanConfig pc;
           pc.heads = heads;
           pc.head_dim = kDim;
@@ -76,6 +100,7 @@ std::vector<PrefillBenchRow> run_prefill_bench(check::GpuSession& gpu, const Pre
           pc.logits_bytes = std::max(o.plan_logits_bytes, static_cast<std::size_t>((keys + 63) / 64 * 64) * elem);
           const PrefillPlan plan(pc);
           r.chunk_tokens = plan.chunk_tokens();
+          r.plan_bytes = static_cast<double>(plan.workspace_bytes());
           const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {tokens, o.k});
           r.plan_us = time_graph(gpu, [&](CUstream s) { plan.run(qv, kvv, sv, wv, ksv, kev, iv, s); }, o.replays).median_us;
           out.push_back(r);

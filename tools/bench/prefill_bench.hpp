@@ -1,6 +1,7 @@
 #pragma once
 // `flash-indexer bench prefill`: the ragged (prefill) MQA logits over causal windows (token t of T sees
-// keys [0, N - T + t + 1)), and PrefillPlan end to end (logits in chunks + top-k), per T x N cell.
+// keys [0, N - T + t + 1)), with and without the fused histogram, and PrefillPlan end to end (logits in
+// chunks + top-k) against the same work as two separate calls over the whole [T, N] logits, per T x N.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -24,9 +25,13 @@ struct PrefillBenchOptions {
 struct PrefillBenchRow {
   int tokens = 0, keys = 0, heads = 0, head_dim = 0, k = 0;
   LogitsDType dtype = LogitsDType::f16;
-  double logits_us = 0;  // mqa_logits over the whole [T, N]
-  double plan_us = 0;    // PrefillPlan::run
+  double logits_us = 0;    // mqa_logits over the whole [T, N]
+  double hist_us = 0;      // the same with the fused histogram
+  double plan_us = 0;      // PrefillPlan::run
+  double separate_us = 0;  // mqa_logits over the whole [T, N], then topk over the windows
   long long chunk_tokens = 0;
+  double plan_bytes = 0;      // device memory the plan holds (logits chunk + top-k workspace)
+  double separate_bytes = 0;  // the whole [T, N] logits + the top-k workspace of T rows
   double flops = 0;      // 2 * H * D * (keys in every window)
   double tflops = 0;     // of the logits step
 };

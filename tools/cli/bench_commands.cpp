@@ -134,15 +134,18 @@ int cmd_bench_prefill(const Args& args) {
   o.replays = args.int_value("--replays", o.replays, 1);
   const auto bench_gpu = open_bench_gpu("prefill");
   if (!bench_gpu) return 1;
-  std::printf("%6s %7s %3s %4s %10s %8s %10s %6s\n", "T", "N", "H", "out", "logits_us", "TFLOP/s", "plan_us", "chunk");
+  std::printf("%6s %7s %3s %4s %10s %8s %10s %6s %10s %6s %8s %11s %8s\n", "T", "N", "H", "out", "logits_us", "TFLOP/s",
+              "+hist_us", "hist%", "plan_us", "chunk", "plan_MiB", "separate_us", "sep_MiB");
   nlohmann::json json = nlohmann::json::array();
   bn::run_prefill_bench(bench_gpu->gpu, o, [&](const bn::PrefillBenchRow& r) {
-    std::printf("%6d %7d %3d %4s %10.1f %8.1f %10.1f %6lld\n", r.tokens, r.keys, r.heads, fi::logits_name(r.dtype),
-                r.logits_us, r.tflops, r.plan_us, r.chunk_tokens);
+    std::printf("%6d %7d %3d %4s %10.1f %8.1f %10.1f %6.1f %10.1f %6lld %8.0f %11.1f %8.0f\n", r.tokens, r.keys, r.heads,
+                fi::logits_name(r.dtype), r.logits_us, r.tflops, r.hist_us, 100.0 * (r.hist_us / r.logits_us - 1.0), r.plan_us,
+                r.chunk_tokens, r.plan_bytes / (1 << 20), r.separate_us, r.separate_bytes / (1 << 20));
     std::fflush(stdout);
     json.push_back({{"tokens", r.tokens}, {"keys", r.keys}, {"heads", r.heads}, {"head_dim", r.head_dim}, {"k", r.k},
                     {"logits", fi::logits_name(r.dtype)}, {"logits_us", r.logits_us}, {"tflops", r.tflops},
-                    {"flops", r.flops}, {"plan_us", r.plan_us}, {"chunk_tokens", r.chunk_tokens}});
+                    {"flops", r.flops}, {"hist_us", r.hist_us}, {"plan_us", r.plan_us}, {"chunk_tokens", r.chunk_tokens},
+                    {"plan_bytes", r.plan_bytes}, {"separate_us", r.separate_us}, {"separate_bytes", r.separate_bytes}});
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
   return 0;

@@ -103,8 +103,10 @@ top-k rows stay resident), and its logits step alone: the top-k share is the dif
 KV bytes / read bandwidth.
   --k K              default 2048
 
-prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s,
-and PrefillPlan::run end to end (logits in chunks of at most 1 GiB, then top-k), per T x N (D = 128).
+prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
+the cost of the fused histogram, and PrefillPlan::run end to end (logits in chunks of at most 1 GiB,
+then top-k) with the device memory it holds, against the same work as two separate calls (mqa_logits
+over the whole [T, N], then topk over the windows), per T x N (D = 128).
   --tokens LIST      T (default 4096,8192)
   --lengths LIST     N (default 16384,65536,131072)
   --heads LIST       default 64
