@@ -142,16 +142,18 @@ MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& cal
     launch.grid_y = static_cast<unsigned>((call.params.tokens + kernels::kMqaTokens - 1) / kernels::kMqaTokens);
     return launch;
   }
-  // Grid: token groups (x) by key splits (y, at most 65535). A CTA holds the SM (one per SM), so a split
-  // is long enough to amortize its prologue (the Q load, the ring's first fill): at least 32 tiles, and
-  // enough CTAs for a few waves over the SMs.
+  // Grid: token groups (x) by key splits (y, at most 65535). Splits only where the groups alone give
+  // fewer than four CTAs per SM: every CTA adds its histogram counts (G x 1024 bins) to the global one
+  // at its end and pays its prologue (the Q load, the ring's first fill), so a group's CTAs cost in
+  // proportion to their number (with 32 tiles per split the histogram's flush took +15-58 %, run 55).
+  // A split holds at least 32 tiles.
   encode_tensor_maps(launch.sm90_params, call.config.heads, call.config.head_dim);
   const std::int64_t tokens_per_cta = kernels::mqa_sm90_tokens(call.config.heads);
   const std::int64_t groups = (call.params.tokens + tokens_per_cta - 1) / tokens_per_cta;
   const std::int64_t tiles = (static_cast<std::int64_t>(call.params.keys) + 63) / 64;
-  const std::int64_t waves = 4 * static_cast<std::int64_t>(std::max(launch.kernel->multiprocessors, 1));
-  const std::int64_t per_split = std::max<std::int64_t>(std::clamp<std::int64_t>((tiles * groups + waves - 1) / waves, 32, 256),
-                                                        (tiles + 65534) / 65535);
+  const std::int64_t wanted_ctas = 4 * static_cast<std::int64_t>(std::max(launch.kernel->multiprocessors, 1));
+  const std::int64_t splits = std::max<std::int64_t>(1, (wanted_ctas + groups - 1) / groups);
+  const std::int64_t per_split = std::max<std::int64_t>({(tiles + splits - 1) / splits, 32, (tiles + 65534) / 65535});
   launch.sm90_params.tiles_per_split = static_cast<int>(per_split);
   launch.grid_x = static_cast<unsigned>(groups);
   launch.grid_y = static_cast<unsigned>((tiles + per_split - 1) / per_split);
