@@ -37,17 +37,17 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
   const MqaLogitsParams& p = params.p;
 
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024u - (sm90::smem_address(smem_raw) & 1023u)) & 1023u);
-  unsigned char* q_s = smem + kLayout.q;
-  unsigned char* k_s = smem + kLayout.k;
-  float* weight_s = reinterpret_cast<float*>(smem + kLayout.weights);
-  float* score_s = reinterpret_cast<float*>(smem + kLayout.values);  // [stage][token][64]
-  int* hist_s = reinterpret_cast<int*>(smem + kLayout.histogram);
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + kLayout.barriers);
-  unsigned long long* empty = full + kStages;
-  unsigned long long* scores_full = empty + kStages;
-  unsigned long long* scores_free = scores_full + kStages;
-  unsigned long long* q_full = scores_free + kStages;
+  const Sm90MqaSmem<kStages> sm(smem_raw, kLayout);
+  unsigned char* q_s = sm.q;
+  unsigned char* k_s = sm.k;
+  float* weight_s = sm.weights;
+  float* score_s = sm.scores;  // [stage][token][64]
+  int* hist_s = sm.hist;
+  unsigned long long* full = sm.full;
+  unsigned long long* empty = sm.empty;
+  unsigned long long* scores_full = sm.scores_full;
+  unsigned long long* scores_free = sm.scores_free;
+  unsigned long long* q_full = sm.q_full;
 
   const int tid = threadIdx.x;
   const int t0 = blockIdx.x * kG;
@@ -84,16 +84,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
   }
   if (count == 0) return;
 
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], 128);
-      sm90::mbarrier_init(&scores_full[s], 128);
-      sm90::mbarrier_init(&scores_free[s], 32);
-    }
-    sm90::mbarrier_init(q_full, 1);
-    sm90::fence_barrier_init();
-  }
+  if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
     for (int i = tid; i < kG * kCoarseBins; i += kThreads) hist_s[i] = 0;
   for (int i = tid; i < kN; i += kThreads)
@@ -167,14 +158,13 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       float sum[kG][2];
       Tile::head_sums(acc, weight_s, quad, sum);
 
-      // Hand the scores to the store warps: value (j, r) is written by lane quad == (2j + r) % 4.
+      // Hand the scaled scores to the store warps.
       if (i >= kStages) sm90::mbarrier_wait(&scores_free[stage], ((i / kStages) - 1) & 1);
-      float* scores = score_s + stage * kG * 64;
 #pragma unroll
       for (int j = 0; j < kG; ++j)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          if ((2 * j + r) % 4 == quad) scores[j * 64 + key0 + 8 * r] = sum[j][r] * scale[r];
+        for (int r = 0; r < 2; ++r) sum[j][r] *= scale[r];
+      Tile::hand_off(score_s + stage * kG * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&scores_full[stage]);
     }
   }

@@ -43,19 +43,19 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   const PagedMqaLogitsParams& p = params.p;
 
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = smem_raw + ((1024u - (sm90::smem_address(smem_raw) & 1023u)) & 1023u);
-  unsigned char* q_s = smem + kLayout.q;
-  unsigned char* k_s = smem + kLayout.k;
-  float* scale_s = reinterpret_cast<float*>(smem + kLayout.scales);
-  float* weight_s = reinterpret_cast<float*>(smem + kLayout.weights);
-  float* score_s = reinterpret_cast<float*>(smem + kLayout.values);  // [stage][next_n][64]
-  int* hist_s = reinterpret_cast<int*>(smem + kLayout.histogram);
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + kLayout.barriers);
-  unsigned long long* empty = full + kSm90Stages;
-  unsigned long long* scores_full = empty + kSm90Stages;
-  unsigned long long* scores_free = scores_full + kSm90Stages;
-  unsigned long long* q_full = scores_free + kSm90Stages;
-  int* invalid_s = reinterpret_cast<int*>(smem + kLayout.invalid);
+  const Sm90MqaSmem<kSm90Stages> sm(smem_raw, kLayout);
+  unsigned char* q_s = sm.q;
+  unsigned char* k_s = sm.k;
+  float* scale_s = sm.scales;
+  float* weight_s = sm.weights;
+  float* score_s = sm.scores;  // [stage][next_n][64]
+  int* hist_s = sm.hist;
+  unsigned long long* full = sm.full;
+  unsigned long long* empty = sm.empty;
+  unsigned long long* scores_full = sm.scores_full;
+  unsigned long long* scores_free = sm.scores_free;
+  unsigned long long* q_full = sm.q_full;
+  int* invalid_s = sm.invalid;
 
   const int tid = threadIdx.x;
   const int b = blockIdx.y;
@@ -81,16 +81,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   }
   if (count == 0) return;
 
-  if (tid == 0) {
-    for (int s = 0; s < kSm90Stages; ++s) {
-      sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], 128);
-      sm90::mbarrier_init(&scores_full[s], 128);
-      sm90::mbarrier_init(&scores_free[s], 32);
-    }
-    sm90::mbarrier_init(q_full, 1);
-    sm90::fence_barrier_init();
-  }
+  if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
     for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) hist_s[i] = 0;
   for (int i = tid; i < kN; i += kSm90Threads) weight_s[i] = p.weights[static_cast<long long>(b) * kN + i];
@@ -181,14 +172,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
       }
 
-      // Hand the scores to the store warps: value (j, r) is written by lane quad == (2j + r) % 4.
+      // Hand the scaled scores to the store warps.
       if (i >= kSm90Stages) sm90::mbarrier_wait(&scores_free[stage], ((i / kSm90Stages) - 1) & 1);
-      float* scores = score_s + stage * kNextN * 64;
 #pragma unroll
       for (int j = 0; j < kNextN; ++j)
 #pragma unroll
-        for (int r = 0; r < 2; ++r)
-          if ((2 * j + r) % 4 == quad) scores[j * 64 + key0 + 8 * r] = valid ? sum[j][r] * scale[r] : quiet_nan();
+        for (int r = 0; r < 2; ++r) sum[j][r] = valid ? sum[j][r] * scale[r] : quiet_nan();
+      Tile::hand_off(score_s + stage * kNextN * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&scores_full[stage]);
     }
   }

@@ -8,10 +8,58 @@
 //
 // The head sum runs in registers (each thread holds 2 keys x N/4 columns of S), then across the 4
 // lanes of a quad with shuffles, in a fixed order: results are bitwise deterministic.
+#include "paged_mqa_logits_params.cuh"  // Sm90Layout
 #include "sm90_primitives.cuh"
 
 namespace flash_indexer {
 namespace kernels {
+
+// The dynamic shared memory of both kernels (a Sm90Layout of kStages ring stages) in its parts, with the
+// ring's mbarriers: full (the producer's TMA), empty (a consumer warpgroup's 128 threads), scores full
+// (the same), scores free (a store warp), and q full.
+template <int kStages>
+struct Sm90MqaSmem {
+  unsigned char* q;
+  unsigned char* k;
+  float* scales;
+  float* weights;
+  float* scores;  // [stage][query row][64]
+  int* hist;
+  unsigned long long* full;
+  unsigned long long* empty;
+  unsigned long long* scores_full;
+  unsigned long long* scores_free;
+  unsigned long long* q_full;
+  int* invalid;  // [stage]
+
+  __device__ __forceinline__ Sm90MqaSmem(unsigned char* raw, const Sm90Layout& l) {
+    unsigned char* smem = raw + ((1024u - (sm90::smem_address(raw) & 1023u)) & 1023u);  // 128B swizzle: 1024-aligned
+    q = smem + l.q;
+    k = smem + l.k;
+    scales = reinterpret_cast<float*>(smem + l.scales);
+    weights = reinterpret_cast<float*>(smem + l.weights);
+    scores = reinterpret_cast<float*>(smem + l.values);
+    hist = reinterpret_cast<int*>(smem + l.histogram);
+    full = reinterpret_cast<unsigned long long*>(smem + l.barriers);
+    empty = full + kStages;
+    scores_full = empty + kStages;
+    scores_free = scores_full + kStages;
+    q_full = scores_free + kStages;
+    invalid = reinterpret_cast<int*>(smem + l.invalid);
+  }
+
+  // By one thread; the block synchronizes before any barrier is used.
+  __device__ __forceinline__ void init_barriers() const {
+    for (int s = 0; s < kStages; ++s) {
+      sm90::mbarrier_init(&full[s], 1);
+      sm90::mbarrier_init(&empty[s], 128);
+      sm90::mbarrier_init(&scores_full[s], 128);
+      sm90::mbarrier_init(&scores_free[s], 32);
+    }
+    sm90::mbarrier_init(q_full, 1);
+    sm90::fence_barrier_init();
+  }
+};
 
 template <int kRows, int kHeads, int kHeadDim>
 struct Sm90MqaTile {
@@ -70,6 +118,16 @@ struct Sm90MqaTile {
         sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 1);
         sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 2);
       }
+  }
+
+  // Hands a block's 64 x kRows values to the store warps through its score stage ([row][64]): value
+  // (j, r), for key0 + 8r, is written by the lane with quad == (2j + r) % 4.
+  __device__ __forceinline__ static void hand_off(float* stage_scores, const float (&value)[kRows][2], int quad, int key0) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        if ((2 * j + r) % 4 == quad) stage_scores[j * 64 + key0 + 8 * r] = value[j][r];
   }
 };
 

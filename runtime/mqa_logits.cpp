@@ -89,30 +89,25 @@ KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& config) {
   spec.variant = static_cast<int>(c.variant);
   spec.config = {{"kind", "mqa_logits"}, {"variant", variant_name(c.variant)}, {"heads", c.heads}, {"head_dim", c.head_dim},
                  {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
-  if (c.variant == MqaLogitsVariant::sm90) {
-    spec.threads = kernels::kMqaSm90Threads;
-    spec.smem_bytes = static_cast<unsigned>(kernels::mqa_sm90_layout(c.heads, c.head_dim, c.histogram).bytes);
-    spec.source = fmt::format(
-        "// {key}\n"
-        "#include \"mqa_logits_sm90.cuh\"\n"
-        "extern \"C\" __global__ void __launch_bounds__({threads}, 1) {entry}(const __grid_constant__ "
-        "flash_indexer::kernels::MqaLogitsSm90Params p) {{\n"
-        "  flash_indexer::kernels::mqa_logits_sm90<{h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
-        "}}\n",
-        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
-        fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
-    return spec;
-  }
-  spec.threads = kernels::kMqaThreads;
-  spec.smem_bytes = static_cast<unsigned>(kernels::mqa_portable_smem_bytes(c.heads, c.head_dim));
+  // One include and one instantiation; the sm90 kernel takes its tensor maps by __grid_constant__ and
+  // holds its SM (one CTA).
+  const bool sm90 = c.variant == MqaLogitsVariant::sm90;
+  spec.threads = sm90 ? kernels::kMqaSm90Threads : kernels::kMqaThreads;
+  spec.smem_bytes = static_cast<unsigned>(sm90 ? kernels::mqa_sm90_layout(c.heads, c.head_dim, c.histogram).bytes
+                                               : kernels::mqa_portable_smem_bytes(c.heads, c.head_dim));
+  const std::string bounds = sm90 ? fmt::format("{}, 1", spec.threads) : std::to_string(spec.threads);
   spec.source = fmt::format(
       "// {key}\n"
-      "#include \"mqa_logits_portable.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::MqaLogitsParams p) {{\n"
-      "  flash_indexer::kernels::mqa_logits_portable<{h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+      "#include \"mqa_logits_{v}.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({bounds}) {entry}({param} p) {{\n"
+      "  flash_indexer::kernels::mqa_logits_{v}<{h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
       "}}\n",
-      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
-      fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+      fmt::arg("key", spec.key), fmt::arg("v", variant_name(c.variant)), fmt::arg("bounds", bounds),
+      fmt::arg("entry", spec.entry),
+      fmt::arg("param", sm90 ? "const __grid_constant__ flash_indexer::kernels::MqaLogitsSm90Params"
+                             : "const flash_indexer::kernels::MqaLogitsParams"),
+      fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"),
+      fmt::arg("out", logits_name(c.logits)));
   return spec;
 }
 
