@@ -3,20 +3,20 @@
 //
 // One CTA covers `blocks_per_split` consecutive KV blocks of one request, for all of its next_n query
 // rows, so each block is read once. The last warpgroup is the producer: one thread loads the request's
-// Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D
-// TMA of the 64 x D FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales),
-// each completing on a "full" mbarrier. The consumer warpgroups (2 or 3, sm90_consumers) take the
+// Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
+// FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales), each completing on a
+// "full" mbarrier. The consumer warpgroups (2 or 3, sm90_consumers) take the
 // blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
 //
 //   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0),  S = K * Q^T by wgmma
 //
-// in a fixed order, so results are bitwise deterministic. The consumer
-// releases the key stage (the "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x
-// next_n scores of the block to a store warp of the producer warpgroup through a score stage
-// (mbarriers "scores full" / "scores free"). The store warps round and write the logits with
-// coalesced stores, apply the length mask, and with kHistogram count the coarse bins of the stored
-// values in a shared-memory histogram per row, added to the global one at the end: the consumers'
-// critical path carries neither the stores nor the histogram.
+// in a fixed order, so results are bitwise deterministic. The consumer releases the key stage (the
+// "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x next_n scores of the block to
+// a store warp of the producer warpgroup through a score stage (mbarriers "scores full" / "scores
+// free"). The store warps round and write the logits with coalesced stores, apply the length mask, and
+// with kHistogram count the coarse bins of the stored values in a shared-memory histogram per row,
+// added to the global one at the end: the consumers' critical path carries neither the stores nor the
+// histogram.
 //
 // A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
 // logits are NaN, exactly as in the portable kernel.
