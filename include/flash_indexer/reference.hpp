@@ -29,6 +29,27 @@ inline float fp8_e4m3_to_float(std::uint8_t byte) {
   return (byte & 0x80) ? -magnitude : magnitude;
 }
 
+// FP4 E2M1 (OCP MX: no infinities, no NaN), the low 4 bits of `nibble`, exact: 0, 0.5, 1, 1.5, 2, 3, 4,
+// 6 and their negatives.
+inline float fp4_e2m1_to_float(std::uint8_t nibble) {
+  static constexpr float kMagnitude[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float m = kMagnitude[nibble & 7u];
+  return (nibble & 8u) ? -m : m;
+}
+
+// UE8M0 (OCP MX scale): 2^(byte - 127), exact in double; 0xFF is NaN.
+inline double ue8m0_to_double(std::uint8_t byte) {
+  return byte == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(byte) - 127);
+}
+
+// Element i of an MXFP4 vector (CONTRACT 2.2): `packed` holds two E2M1 values a byte, low nibble first;
+// `scales` packs the UE8M0 exponent of each 32 consecutive elements, byte 0 (the lowest) for 0..31.
+inline double mxfp4_value(const std::uint8_t* packed, std::int32_t scales, int i) {
+  const std::uint8_t nibble = static_cast<std::uint8_t>(packed[i / 2] >> (4 * (i % 2)));
+  const std::uint8_t exponent = static_cast<std::uint8_t>(static_cast<std::uint32_t>(scales) >> (8 * (i / 32)));
+  return static_cast<double>(fp4_e2m1_to_float(nibble)) * ue8m0_to_double(exponent);
+}
+
 // FP32 -> FP16 bits, round to nearest even (the one definition lives in coarse_bins.hpp).
 inline std::uint16_t float_to_f16_bits(float x) { return flash_indexer::float_to_f16_bits(x); }
 
@@ -80,14 +101,16 @@ inline float load_logit(LogitsDType t, const void* data, std::size_t index) {
 // sum_h w[h] * max(0, sum_d query[h, d] * key[d]) in double precision, before the key scale; `bound`
 // receives sum_h |w[h]| * sum_d |query[h, d] * key[d]|. A NaN dot (NaN in q or k) counts as 0, as
 // fmaxf does in the kernels.
-inline double head_sum(const std::vector<double>& query, const std::uint8_t* key, const float* weights, int heads,
-                       int head_dim, double& bound) {
+// `key(d)` is the key's element d, dequantized.
+template <class Key>
+inline double head_sum_of(const std::vector<double>& query, const Key& key, const float* weights, int heads, int head_dim,
+                          double& bound) {
   double sum = 0.0;
   bound = 0.0;
   for (int h = 0; h < heads; ++h) {
     double dot = 0.0, dot_bound = 0.0;
     for (int d = 0; d < head_dim; ++d) {
-      const double product = query[h * head_dim + d] * fp8_e4m3_to_float(key[d]);
+      const double product = query[h * head_dim + d] * key(d);
       dot += product;
       dot_bound += std::fabs(product);
     }
@@ -98,10 +121,23 @@ inline double head_sum(const std::vector<double>& query, const std::uint8_t* key
   return sum;
 }
 
+// The same for an FP8 E4M3 key.
+inline double head_sum(const std::vector<double>& query, const std::uint8_t* key, const float* weights, int heads,
+                       int head_dim, double& bound) {
+  return head_sum_of(query, [key](int d) { return static_cast<double>(fp8_e4m3_to_float(key[d])); }, weights, heads,
+                     head_dim, bound);
+}
+
 // ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
 
 // Host copies of the op's inputs, laid out exactly as on the device.
+// The KV cache's format: FP8 E4M3 with an FP32 scale per token (CONTRACT 2), or MXFP4 (CONTRACT 2.2:
+// E2M1 with a UE8M0 exponent per 32 elements, the query in MXFP4 too). The kernels take FP8 only so far;
+// MXFP4 is issue 15's.
+enum class KvFormat { fp8, mxfp4 };
+
 struct PagedMqaLogitsInputs {
+  KvFormat kv = KvFormat::fp8;
   int batch = 0;
   int next_n = 1;
   int heads = 0;
@@ -109,7 +145,8 @@ struct PagedMqaLogitsInputs {
   int block_size = 64;
   int num_blocks = 0;
   std::int64_t kv_block_stride = 0;  // bytes
-  const std::uint8_t* q = nullptr;   // [B, next_n, H, D]
+  const std::uint8_t* q = nullptr;   // FP8 [B, next_n, H, D]; MXFP4: packed [B, next_n, H, D / 2]
+  const std::int32_t* q_scales = nullptr;  // MXFP4 only: [B, next_n, H], four UE8M0 exponents each
   const std::uint8_t* kv_cache = nullptr;
   const float* weights = nullptr;        // [B * next_n, H]
   const std::int32_t* context_lens = nullptr;
@@ -131,18 +168,28 @@ inline std::int64_t row_length(const PagedMqaLogitsInputs& in, int b, int j) {
 
 // logits[r * width + s] in double precision from the dequantized inputs. Columns s >= len(r) hold -inf
 // (what fill_masked writes); a key without a valid block (slot past max_blocks, id outside the cache)
-// is NaN, as the kernel writes it.
+// is NaN, as the kernel writes it. With in.kv = mxfp4 the query and the keys are MXFP4, dequantized
+// exactly (E2M1 times the element's UE8M0 exponent; an 0xFF exponent makes the value NaN, and so the
+// head's dot NaN, which counts as 0), and there is no FP32 key scale.
 // `magnitude`, when given, receives kv_scale * sum_h |w| * sum_d |q * k| per logit: a bound on every
 // partial sum, so FP32 rounding error of any summation order is at most (H + D) * 2^-24 times it.
 inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std::vector<double>* magnitude = nullptr) {
+  const bool mxfp4 = in.kv == KvFormat::mxfp4;
   const std::int64_t rows = static_cast<std::int64_t>(in.batch) * in.next_n;
+  const std::int64_t token_bytes = mxfp4 ? in.head_dim / 2 : in.head_dim;  // a token's values in a block
   std::vector<double> out(static_cast<std::size_t>(rows * in.width), -std::numeric_limits<double>::infinity());
   std::vector<double> query(static_cast<std::size_t>(in.heads) * in.head_dim);
   if (magnitude != nullptr) magnitude->assign(out.size(), 0.0);
   for (int b = 0; b < in.batch; ++b) {
     for (int j = 0; j < in.next_n; ++j) {
       const std::int64_t r = static_cast<std::int64_t>(b) * in.next_n + j;
-      for (std::size_t i = 0; i < query.size(); ++i) query[i] = fp8_e4m3_to_float(in.q[r * query.size() + i]);
+      for (int h = 0; h < in.heads; ++h)
+        for (int d = 0; d < in.head_dim; ++d) {
+          const std::int64_t row = r * in.heads + h;
+          query[static_cast<std::size_t>(h) * in.head_dim + d] =
+              mxfp4 ? mxfp4_value(in.q + row * token_bytes, in.q_scales[row], d)
+                    : static_cast<double>(fp8_e4m3_to_float(in.q[row * in.head_dim + d]));
+        }
       const std::int64_t len = row_length(in, b, j);
       for (std::int64_t s = 0; s < len; ++s) {
         const std::int64_t slot = s / in.block_size;
@@ -153,11 +200,19 @@ inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std:
           continue;
         }
         const std::uint8_t* block = in.kv_cache + block_id * in.kv_block_stride;
-        const std::uint8_t* key = block + (s % in.block_size) * in.head_dim;
-        float scale;
-        std::memcpy(&scale, block + in.block_size * in.head_dim + (s % in.block_size) * 4, sizeof scale);
-        double bound;
-        const double sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
+        const std::uint8_t* key = block + (s % in.block_size) * token_bytes;
+        const std::uint8_t* tail = block + in.block_size * token_bytes + (s % in.block_size) * 4;  // FP32 scale / exponents
+        double bound, sum;
+        float scale = 1.0f;  // an MXFP4 key has no FP32 scale
+        if (mxfp4) {
+          std::int32_t exponents;
+          std::memcpy(&exponents, tail, sizeof exponents);
+          sum = head_sum_of(query, [&](int d) { return mxfp4_value(key, exponents, d); }, in.weights + r * in.heads,
+                            in.heads, in.head_dim, bound);
+        } else {
+          std::memcpy(&scale, tail, sizeof scale);
+          sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
+        }
         result = sum * scale;
         if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(r * in.width + s)] = bound * scale;
       }
