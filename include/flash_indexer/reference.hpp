@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/dcp.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 
 namespace flash_indexer::reference {
@@ -333,6 +334,61 @@ inline TopkResult topk_windows(const std::vector<float>& logits, std::int64_t st
 inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
                        const std::vector<std::int64_t>& lengths, int k, bool sorted) {
   return topk_windows(logits, stride, width, std::vector<std::int64_t>(lengths.size(), 0), lengths, k, false, sorted);
+}
+
+// ---- decode context parallel (issue 16) -------------------------------------------------------
+
+// The exact global top-k from `ranks` ranks' candidates: values and global positions, each
+// [ranks, rows, k_in] (a rank's local top-k with its columns mapped by dcp_global_position; -1 pads),
+// with the rules of topk(): larger first, NaN never, -0 equal to +0, equal scores to the lower global
+// position; -1 pads rows with fewer than k candidates. Unsorted rows come in selection order, `sorted`
+// rows in ascending position.
+inline TopkResult topk_merge(const std::vector<float>& values, const std::vector<std::int32_t>& positions, int ranks,
+                             std::int64_t rows, int k_in, int k, bool sorted) {
+  TopkResult out;
+  out.indices.assign(static_cast<std::size_t>(rows) * k, -1);
+  out.values.assign(static_cast<std::size_t>(rows) * k, -std::numeric_limits<float>::infinity());
+  struct Candidate {
+    float value;
+    std::int32_t position;
+  };
+  std::vector<Candidate> pool;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    pool.clear();
+    for (int d = 0; d < ranks; ++d)
+      for (int i = 0; i < k_in; ++i) {
+        const std::size_t at = (static_cast<std::size_t>(d) * rows + r) * k_in + i;
+        if (positions[at] >= 0 && !std::isnan(values[at])) pool.push_back({values[at], positions[at]});
+      }
+    const auto better = [](const Candidate& a, const Candidate& b) {
+      return a.value > b.value || (a.value == b.value && a.position < b.position);
+    };
+    const std::size_t taken = std::min<std::size_t>(pool.size(), k);
+    std::partial_sort(pool.begin(), pool.begin() + taken, pool.end(), better);
+    pool.resize(taken);
+    if (sorted) std::sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
+    for (std::size_t i = 0; i < taken; ++i) {
+      out.indices[r * k + i] = pool[i].position;
+      out.values[r * k + i] = pool[i].value;
+    }
+  }
+  return out;
+}
+
+// The positions of a merged top-k that rank `layout.rank` holds, as its local columns (for its own
+// sparse attention), in the merged order; -1 pads.
+inline std::vector<std::int32_t> dcp_owned(const std::vector<std::int32_t>& indices, std::int64_t rows, int k,
+                                           const DcpLayout& layout) {
+  std::vector<std::int32_t> out(indices.size(), -1);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    int n = 0;
+    for (int i = 0; i < k; ++i) {
+      const std::int32_t p = indices[r * k + i];
+      if (p >= 0 && dcp_owner(p, layout.ranks, layout.interleave) == layout.rank)
+        out[r * k + n++] = static_cast<std::int32_t>(dcp_local_column(p, layout.ranks, layout.interleave));
+    }
+  }
+  return out;
 }
 
 }  // namespace flash_indexer::reference
