@@ -11,20 +11,11 @@
 // logits also add their coarse bins (of the values as stored) to the row's histogram.
 #include "coarse_histogram.cuh"
 #include "mqa_logits_params.cuh"
+#include "mqa_window.cuh"
 #include "numeric.cuh"
 
 namespace flash_indexer {
 namespace kernels {
-
-// Token t's window, clamped to [0, N]; empty (start == end) when ke <= ks.
-struct MqaWindow {
-  int start, end;
-};
-__device__ __forceinline__ MqaWindow mqa_window(const MqaLogitsParams& p, int t) {
-  const int start = min(max(p.ks[t], 0), p.keys);
-  const int end = min(max(p.ke[t], 0), p.keys);
-  return {start, max(start, end)};
-}
 
 template <int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
 __device__ void mqa_logits_portable(const MqaLogitsParams& p) {

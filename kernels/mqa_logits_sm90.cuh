@@ -15,7 +15,7 @@
 // fill_masked, and count the histogram of the stored values.
 #include "coarse_histogram.cuh"
 #include "mqa_logits_params.cuh"
-#include "mqa_logits_portable.cuh"  // mqa_window
+#include "mqa_window.cuh"
 #include "numeric.cuh"
 #include "sm90_mqa_tile.cuh"
 

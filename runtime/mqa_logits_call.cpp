@@ -69,9 +69,8 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   TensorChecks qc(op, "q", q);
   qc.dtype({DType::fp8_e4m3}).rank({3}).contiguous().not_null().aligned(16);
   const std::int64_t tokens = q.shape[0];
-  constexpr std::int64_t kMaxTokens = std::int64_t{65535} * kernels::kMqaTokens;  // the grid's y dimension
-  if (tokens < 0 || tokens > kMaxTokens)
-    qc.fail(fmt::format("tokens T = q.shape[0] in 0..{}", kMaxTokens), std::to_string(tokens));
+  if (tokens < 0 || tokens > kMqaMaxTokens)
+    qc.fail(fmt::format("tokens T = q.shape[0] in 0..{}", kMqaMaxTokens), std::to_string(tokens));
   if (q.shape[1] != 16 && q.shape[1] != 32 && q.shape[1] != 64)
     qc.fail("heads = q.shape[1] in {16, 32, 64}", std::to_string(q.shape[1]));
   if (q.shape[2] != 64 && q.shape[2] != 128) qc.fail("head_dim = q.shape[2] in {64, 128}", std::to_string(q.shape[2]));

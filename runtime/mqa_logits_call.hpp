@@ -2,6 +2,7 @@
 // An mqa_logits call in three steps (see paged_mqa_logits_call.hpp for why): check_mqa_logits() (every
 // argument check, no driver call), prepare_mqa_logits() (loads the kernel, checks the stream; enqueues
 // nothing), enqueue() (the launch alone).
+#include <cstdint>
 #include <string_view>
 
 #include "../kernels/mqa_logits_params.cuh"
@@ -9,6 +10,9 @@
 #include "kernel_registry.hpp"
 
 namespace flash_indexer {
+
+// The most tokens one call takes: the portable kernel's grid y dimension (65535) of kMqaTokens each.
+constexpr std::int64_t kMqaMaxTokens = std::int64_t{65535} * kernels::kMqaTokens;
 
 struct MqaLogitsCall {
   MqaLogitsConfig config;  // arch: the current device's, filled in by prepare

@@ -18,9 +18,7 @@ namespace flash_indexer {
 namespace {
 
 constexpr std::size_t align_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
-constexpr std::int64_t kMaxTokens = std::int64_t{65535} * kernels::kMqaTokens;
-
-std::size_t logit_bytes(LogitsDType t) { return t == LogitsDType::f32 ? 4 : 2; }
+std::size_t logit_bytes(LogitsDType t) { return dtype_size(tensor_dtype(t)); }
 
 void check_config(const PrefillPlanConfig& c) {
   auto fail = [](std::string_view field, std::string_view expected, long long got) {
@@ -32,7 +30,8 @@ void check_config(const PrefillPlanConfig& c) {
     throw ArgumentError(fmt::format("PrefillPlan: {}", e.what()));
   }
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
-  if (c.max_tokens < 1 || c.max_tokens > kMaxTokens) fail("max_tokens", fmt::format("1..{}", kMaxTokens), c.max_tokens);
+  if (c.max_tokens < 1 || c.max_tokens > kMqaMaxTokens)
+    fail("max_tokens", fmt::format("1..{}", kMqaMaxTokens), c.max_tokens);
   if (c.max_keys < 1 || c.max_keys > (std::int64_t{1} << 30)) fail("max_keys", "1..2^30", c.max_keys);
   const std::size_t row = align_up(static_cast<std::size_t>(c.max_keys), 64) * logit_bytes(c.logits);
   if (c.logits_bytes < row)
