@@ -15,7 +15,7 @@
 #include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "kernel_catalog.hpp"
-#include "prefill_inputs.hpp"
+#include "prefill_check.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -108,65 +108,17 @@ namespace {
 
 // T and N not multiples of the tiles; the larger N spans several key splits of the sm90 kernel.
 void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed, int T = 37, int N = 700) {
-  std::mt19937_64 rng(seed);
-  const test::PrefillProblem pb = test::make_prefill_problem(T, c.heads, c.head_dim, N, rng);
-  const std::string what = fmt::format("{} fill_masked {} seed {}", c.key(), fill_masked, seed);
-  INFO(what);
-  const reference::MqaLogitsInputs in = pb.reference_inputs();
-  const std::vector<double> ref = reference::mqa_logits(in);
-
-  auto& gpu = test::gpu_session();
-  const std::size_t elem = c.logits == LogitsDType::f32 ? 4 : 2;
-  const std::int64_t stride = N + 8;  // the row padding must stay poisoned
-  auto q = ck::DeviceBuffer::from(pb.q), kv = ck::DeviceBuffer::from(pb.kv), scales = ck::DeviceBuffer::from(pb.scales),
-       w = ck::DeviceBuffer::from(pb.w), ks = ck::DeviceBuffer::from(pb.ks), ke = ck::DeviceBuffer::from(pb.ke);
-  ck::DeviceBuffer logits(static_cast<std::size_t>(T) * stride * elem), hist(static_cast<std::size_t>(T) * kCoarseBins * 4);
-  logits.fill(0x7d);
-  hist.fill(0);
-  MqaLogitsOptions o;
-  o.fill_masked = fill_masked;
-  o.variant = c.variant;
-  if (c.histogram) o.histogram = TensorView::contiguous(hist.data(), DType::i32, {T, kCoarseBins});
-  TensorView kv_view = TensorView::contiguous(kv.data(), DType::fp8_e4m3, {N, c.head_dim});
-  kv_view.strides[0] = pb.kv_stride;
-  TensorView out = TensorView::contiguous(logits.data(), tensor_dtype(c.logits), {T, N});
-  out.strides[0] = stride;
-  mqa_logits(TensorView::contiguous(q.data(), DType::fp8_e4m3, {T, c.heads, c.head_dim}), kv_view,
-             TensorView::contiguous(scales.data(), DType::f32, {N}), TensorView::contiguous(w.data(), DType::f32, {T, c.heads}),
-             TensorView::contiguous(ks.data(), DType::i32, {T}), TensorView::contiguous(ke.data(), DType::i32, {T}), out,
-             gpu.stream(), o);
-  gpu.synchronize();
-  const auto bytes = logits.to_host<std::uint8_t>(static_cast<std::size_t>(T) * stride * elem);
-  auto poisoned = [&](std::size_t index) {
-    for (std::size_t i = 0; i < elem; ++i)
-      if (bytes[index * elem + i] != 0x7d) return false;
-    return true;
-  };
-  std::vector<std::int32_t> want_hist(static_cast<std::size_t>(T) * kCoarseBins, 0);
-  int checked = 0;
-  for (int t = 0; t < T; ++t) {
-    const reference::KeyWindow win = reference::key_window(in, t);
-    for (std::int64_t s = 0; s < stride; ++s) {
-      const std::size_t gi = static_cast<std::size_t>(t * stride + s);
-      INFO(fmt::format("token {} column {} window [{}, {})", t, s, win.start, win.end));
-      if (s >= N) {
-        REQUIRE(poisoned(gi));
-        continue;
-      }
-      const float got = reference::load_logit(c.logits, bytes.data(), gi);
-      if (s < win.start || s >= win.end) {
-        if (fill_masked) REQUIRE((std::isinf(got) && got < 0));
-        else REQUIRE(poisoned(gi));
-        continue;
-      }
-      const float want = reference::round_to(c.logits, static_cast<float>(ref[static_cast<std::size_t>(t) * N + s]));
-      REQUIRE(std::bit_cast<std::uint32_t>(got) == std::bit_cast<std::uint32_t>(want));
-      ++checked;
-      if (!std::isnan(want)) ++want_hist[static_cast<std::size_t>(t) * kCoarseBins + coarse_bin(want)];
-    }
-  }
-  CHECK(checked > 0);
-  if (c.histogram) CHECK(hist.to_host<std::int32_t>(want_hist.size()) == want_hist);
+  ck::PrefillCase pc;
+  pc.config = c;
+  pc.tokens = T;
+  pc.keys = N;
+  pc.fill_masked = fill_masked;
+  pc.seed = seed;
+  INFO(ck::describe(pc));
+  const ck::PrefillComparison r = ck::run_prefill_case(test::gpu_session(), pc);
+  INFO(r.failure);
+  CHECK(r.checked > 0);
+  REQUIRE(r.passed);
 }
 
 const bool registered = [] {

@@ -46,7 +46,7 @@ namespace {
 struct Device {
   ck::DeviceBuffer q, kv, scales, w, ks, ke;
   TensorView qv, kvv, sv, wv, ksv, kev;
-  explicit Device(const test::PrefillProblem& p)
+  explicit Device(const check::PrefillProblem& p)
       : q(ck::DeviceBuffer::from(p.q)), kv(ck::DeviceBuffer::from(p.kv)), scales(ck::DeviceBuffer::from(p.scales)),
         w(ck::DeviceBuffer::from(p.w)), ks(ck::DeviceBuffer::from(p.ks)), ke(ck::DeviceBuffer::from(p.ke)) {
     qv = TensorView::contiguous(q.data(), DType::fp8_e4m3, {p.T, p.H, p.D});
@@ -62,7 +62,7 @@ struct Device {
 void check_plan(LogitsDType logits, bool relative, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const int T = 45, H = 32, D = 64, N = 3000, k = 128;
-  const test::PrefillProblem p = test::make_prefill_problem(T, H, D, N, rng);
+  const check::PrefillProblem p = check::make_prefill_problem(T, H, D, N, rng);
   PrefillPlanConfig c;
   c.heads = H;
   c.head_dim = D;
@@ -110,7 +110,7 @@ TEST_CASE("gpu: PrefillPlan in chunks equals the reference", "[gpu][prefill]") {
 TEST_CASE("gpu: a rejected PrefillPlan::run changes no byte", "[gpu][prefill]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
-  const test::PrefillProblem p = test::make_prefill_problem(20, 16, 64, 500, rng);
+  const check::PrefillProblem p = check::make_prefill_problem(20, 16, 64, 500, rng);
   PrefillPlanConfig c;
   c.heads = 16;
   c.head_dim = 64;

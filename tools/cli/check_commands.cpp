@@ -6,8 +6,10 @@
 
 #include "commands.hpp"
 #include "driver.hpp"
+#include "kernel_registry.hpp"  // current_device_arch
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
+#include "prefill_check.hpp"
 #include "recall.hpp"
 #include "topk_check.hpp"
 
@@ -82,7 +84,43 @@ int cmd_check(const Args& args) {
       ++failed;
     }
   }
-  std::printf("%zu cases, %d failed\n", cases.size() + topk_cases.size(), failed);
+  // Prefill logits: both kernels where the sm90 one applies, windows of every kind, exact inputs.
+  std::vector<ck::PrefillCase> prefill_cases;
+  fi::MqaLogitsConfig device_default;
+  device_default.arch = fi::current_device_arch();
+  const bool sm90 = device_default.resolved().variant == fi::MqaLogitsVariant::sm90;
+  auto add_prefill = [&](int heads, int dim, L out, bool histogram, bool fill_masked, int tokens, int keys) {
+    for (fi::MqaLogitsVariant v : {fi::MqaLogitsVariant::sm90, fi::MqaLogitsVariant::portable}) {
+      if (v == fi::MqaLogitsVariant::sm90 && !sm90) continue;
+      ck::PrefillCase c;
+      c.config.heads = heads;
+      c.config.head_dim = dim;
+      c.config.histogram = histogram;
+      c.config.logits = out;
+      c.config.variant = v;
+      c.tokens = tokens;
+      c.keys = keys;
+      c.fill_masked = fill_masked;
+      c.seed = seed++;
+      prefill_cases.push_back(c);
+    }
+  };
+  add_prefill(64, 128, L::f16, true, false, 37, 700);
+  if (!args.has("--quick")) {
+    add_prefill(32, 64, L::bf16, false, true, 21, 3000);
+    add_prefill(16, 128, L::f32, true, true, 9, 9000);
+  }
+  std::printf("%-70s %8s %12s %12s %s\n", "prefill case", "logits", "", "", "result");
+  for (const auto& c : prefill_cases) {
+    const ck::PrefillComparison r = ck::run_prefill_case(gpu, c);
+    std::printf("%-70s %8lld %12s %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), "", "",
+                r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  std::printf("%zu cases, %d failed\n", cases.size() + topk_cases.size() + prefill_cases.size(), failed);
   return failed == 0 ? 0 : 1;
 }
 

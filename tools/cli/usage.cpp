@@ -49,9 +49,10 @@ Prints the NVRTC and driver versions, the GPUs present, the cache directory, its
 )"},
     {"check", R"(usage: flash-indexer check [--quick]
 
-Runs the paged MQA logits kernel (with and without the fused histogram) and the top-k selector on
-fresh random inputs on GPU 0, compares each result with the CPU reference and prints one table row
-per case. Exits 1 if any case fails.
+Runs the paged MQA logits kernel (with and without the fused histogram), the top-k selector and the
+prefill logits kernels (sm90 where it applies, and the portable one; exact-arithmetic inputs, windows
+of every kind) on fresh random inputs on GPU 0, compares each result with the CPU reference and prints
+one table row per case. Exits 1 if any case fails.
 
   --quick            a few small cases instead of the full table
 )"},

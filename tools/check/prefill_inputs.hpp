@@ -1,7 +1,8 @@
 #pragma once
-// Random prefill problems for the mqa_logits and PrefillPlan tests: exact-arithmetic inputs (q and k in
-// {0, +-1, +-2, +-3, +-4}, weights in steps of 1/8, power-of-two scales), so every FP32 sum is exact and
-// the GPU logits equal the reference's rounded to the output type; windows of every kind.
+// Random prefill problems for the mqa_logits and PrefillPlan tests and `flash-indexer check`:
+// exact-arithmetic inputs (q and k in {0, +-1, +-2, +-3, +-4}, weights in steps of 1/8, power-of-two
+// scales), so every FP32 sum is exact and the GPU logits equal the reference's rounded to the output
+// type; windows of every kind.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "flash_indexer/reference.hpp"
 
-namespace flash_indexer::test {
+namespace flash_indexer::check {
 
 struct PrefillProblem {
   int T, H, D, N;
@@ -66,4 +67,4 @@ inline PrefillProblem make_prefill_problem(int T, int H, int D, int N, std::mt19
   return p;
 }
 
-}  // namespace flash_indexer::test
+}  // namespace flash_indexer::check

@@ -1,0 +1,31 @@
+#pragma once
+// A ragged (prefill) mqa_logits run against the CPU reference on exact-arithmetic inputs
+// (prefill_inputs.hpp): every live logit bitwise the reference's rounded to the output type, every
+// column outside a window poisoned (or -inf with fill_masked), the row padding untouched, and the
+// histogram's counts. Shared by the GPU tests and `flash-indexer check`.
+#include <cstdint>
+#include <string>
+
+#include "flash_indexer/mqa_logits.hpp"
+#include "gpu_session.hpp"
+
+namespace flash_indexer::check {
+
+struct PrefillCase {
+  MqaLogitsConfig config;  // arch is ignored (the device decides); the variant is forced
+  int tokens = 37, keys = 700;
+  bool fill_masked = false;
+  std::uint64_t seed = 1;
+};
+
+struct PrefillComparison {
+  bool passed = true;
+  std::string failure;       // the first problem found
+  std::int64_t checked = 0;  // live logits compared
+};
+
+PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c);
+
+std::string describe(const PrefillCase& c);
+
+}  // namespace flash_indexer::check
