@@ -38,16 +38,6 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
 
   extern __shared__ unsigned char smem_raw[];
   const Sm90MqaSmem<kStages> sm(smem_raw, kLayout);
-  unsigned char* q_s = sm.q;
-  unsigned char* k_s = sm.k;
-  float* weight_s = sm.weights;
-  float* score_s = sm.scores;  // [stage][token][64]
-  int* hist_s = sm.hist;
-  unsigned long long* full = sm.full;
-  unsigned long long* empty = sm.empty;
-  unsigned long long* scores_full = sm.scores_full;
-  unsigned long long* scores_free = sm.scores_free;
-  unsigned long long* q_full = sm.q_full;
 
   const int tid = threadIdx.x;
   const int t0 = blockIdx.x * kG;
@@ -86,9 +76,9 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
 
   if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
-    for (int i = tid; i < kG * kCoarseBins; i += kThreads) hist_s[i] = 0;
+    for (int i = tid; i < kG * kCoarseBins; i += kThreads) sm.hist[i] = 0;
   for (int i = tid; i < kN; i += kThreads)
-    weight_s[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
+    sm.weights[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
   __syncthreads();
 
   const int warpgroup = tid / 128;
@@ -96,20 +86,20 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     sm90::set_max_registers_dec<kMqaSm90ProducerRegisters>();
     if (tid == kConsumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
-      sm90::mbarrier_arrive_expect_tx(q_full, kN * kHeadDim);
-      sm90::tma_load_2d(q_s, &params.q_map, q_full, 0, t0 * kHeads);
+      sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
+      sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, t0 * kHeads);
       for (int i = 0; i < count; ++i) {
         const int stage = i % kStages;
-        if (i >= kStages) sm90::mbarrier_wait(&empty[stage], ((i / kStages) - 1) & 1);
-        sm90::mbarrier_arrive_expect_tx(&full[stage], kKeyBytes);
-        sm90::tma_load_2d(k_s + stage * kKeyBytes, &params.kv_map, &full[stage], 0, (active + i) * 64);
+        if (i >= kStages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kStages) - 1) & 1);
+        sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes);
+        sm90::tma_load_2d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, (active + i) * 64);
       }
     } else if (tid >= kConsumers * 128 + 32) {  // the store warps, tile i to warp i % 3
       const int warp = (tid - (kConsumers * 128 + 32)) / 32;
       const int lane = tid % 32;
       for (int i = warp; i < count; i += kSm90StoreWarps) {
         const int stage = i % kStages;
-        sm90::mbarrier_wait(&scores_full[stage], (i / kStages) & 1);
+        sm90::mbarrier_wait(&sm.scores_full[stage], (i / kStages) & 1);
         const int s0 = (active + i) * 64;
         for (int e = lane; e < kG * 64; e += 32) {
           const int j = e / 64;
@@ -124,13 +114,13 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
             if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
             continue;
           }
-          const float stored = Store::store(p.logits, index, score_s[stage * kG * 64 + e]);
+          const float stored = Store::store(p.logits, index, sm.scores[stage * kG * 64 + e]);
           if constexpr (kHistogram) {
             const int bin = histogram_bin(stored);
-            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
+            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
           }
         }
-        sm90::mbarrier_arrive(&scores_free[stage]);
+        sm90::mbarrier_arrive(&sm.scores_free[stage]);
       }
     }
   } else {
@@ -143,7 +133,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     for (int c = 0; c < Tile::kChunks; ++c)
 #pragma unroll
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
-    sm90::mbarrier_wait(q_full, 0);
+    sm90::mbarrier_wait(sm.q_full, 0);
 
     for (int i = warpgroup; i < count; i += kConsumers) {
       const int stage = i % kStages;
@@ -152,27 +142,27 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       float scale[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) scale[r] = s0 + key0 + 8 * r < p.keys ? __ldg(p.kv_scales + s0 + key0 + 8 * r) : 0.0f;
-      sm90::mbarrier_wait(&full[stage], (i / kStages) & 1);
-      Tile::scores(acc, k_s + stage * kKeyBytes, q_s);
-      sm90::mbarrier_arrive(&empty[stage]);  // the stage's keys are in registers now
+      sm90::mbarrier_wait(&sm.full[stage], (i / kStages) & 1);
+      Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
+      sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
       float sum[kG][2];
-      Tile::head_sums(acc, weight_s, quad, sum);
+      Tile::head_sums(acc, sm.weights, quad, sum);
 
       // Hand the scaled scores to the store warps.
-      if (i >= kStages) sm90::mbarrier_wait(&scores_free[stage], ((i / kStages) - 1) & 1);
+      if (i >= kStages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kStages) - 1) & 1);
 #pragma unroll
       for (int j = 0; j < kG; ++j)
 #pragma unroll
         for (int r = 0; r < 2; ++r) sum[j][r] *= scale[r];
-      Tile::hand_off(score_s + stage * kG * 64, sum, quad, key0);
-      sm90::mbarrier_arrive(&scores_full[stage]);
+      Tile::hand_off(sm.scores + stage * kG * 64, sum, quad, key0);
+      sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }
   }
 
   if constexpr (kHistogram) {
     __syncthreads();
     for (int i = tid; i < kG * kCoarseBins; i += kThreads) {
-      const int count_in_bin = hist_s[i];
+      const int count_in_bin = sm.hist[i];
       if (count_in_bin != 0 && t0 + i / kCoarseBins < p.tokens)
         atomicAdd(p.histogram + static_cast<long long>(t0 + i / kCoarseBins) * kCoarseBins + i % kCoarseBins, count_in_bin);
     }

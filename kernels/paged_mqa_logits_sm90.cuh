@@ -44,18 +44,6 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 
   extern __shared__ unsigned char smem_raw[];
   const Sm90MqaSmem<kSm90Stages> sm(smem_raw, kLayout);
-  unsigned char* q_s = sm.q;
-  unsigned char* k_s = sm.k;
-  float* scale_s = sm.scales;
-  float* weight_s = sm.weights;
-  float* score_s = sm.scores;  // [stage][next_n][64]
-  int* hist_s = sm.hist;
-  unsigned long long* full = sm.full;
-  unsigned long long* empty = sm.empty;
-  unsigned long long* scores_full = sm.scores_full;
-  unsigned long long* scores_free = sm.scores_free;
-  unsigned long long* q_full = sm.q_full;
-  int* invalid_s = sm.invalid;
 
   const int tid = threadIdx.x;
   const int b = blockIdx.y;
@@ -83,32 +71,32 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 
   if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
-    for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) hist_s[i] = 0;
-  for (int i = tid; i < kN; i += kSm90Threads) weight_s[i] = p.weights[static_cast<long long>(b) * kN + i];
+    for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) sm.hist[i] = 0;
+  for (int i = tid; i < kN; i += kSm90Threads) sm.weights[i] = p.weights[static_cast<long long>(b) * kN + i];
   __syncthreads();
 
   const int warpgroup = tid / 128;
   if (warpgroup == kSm90Consumers) {
     if (tid == kSm90Consumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
-      sm90::mbarrier_arrive_expect_tx(q_full, kN * kHeadDim);
-      sm90::tma_load_2d(q_s, &params.q_map, q_full, 0, b * kN);
+      sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
+      sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, b * kN);
       for (int i = 0; i < count; ++i) {
         const int stage = i % kSm90Stages;
-        if (i >= kSm90Stages) sm90::mbarrier_wait(&empty[stage], ((i / kSm90Stages) - 1) & 1);
+        if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kSm90Stages) - 1) & 1);
         const int block_index = first + i;
         const int id = block_index < p.max_blocks
                            ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index]
                            : -1;
         const bool valid = id >= 0 && id < p.num_blocks;
-        invalid_s[stage] = !valid;
+        sm.invalid[stage] = !valid;
         if (valid) {
-          sm90::mbarrier_arrive_expect_tx(&full[stage], kKeyBytes + 64 * 4);
-          sm90::tma_load_3d(k_s + stage * kKeyBytes, &params.kv_map, &full[stage], 0, 0, id);
-          sm90::bulk_load(scale_s + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
-                          64 * 4, &full[stage]);
+          sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
+          sm90::tma_load_3d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, 0, id);
+          sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
+                          64 * 4, &sm.full[stage]);
         } else {
-          sm90::mbarrier_arrive(&full[stage]);
+          sm90::mbarrier_arrive(&sm.full[stage]);
         }
       }
     } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
@@ -117,7 +105,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       const int lane = tid % 32;
       for (int i = warp; i < count; i += kSm90StoreWarps) {
         const int stage = i % kSm90Stages;
-        sm90::mbarrier_wait(&scores_full[stage], (i / kSm90Stages) & 1);
+        sm90::mbarrier_wait(&sm.scores_full[stage], (i / kSm90Stages) & 1);
         const int s0 = (first + i) * 64;
         for (int e = lane; e < kNextN * 64; e += 32) {
           const int j = e / 64;
@@ -132,13 +120,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
             if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
             continue;
           }
-          const float stored = Store::store(p.logits, index, score_s[stage * kNextN * 64 + e]);
+          const float stored = Store::store(p.logits, index, sm.scores[stage * kNextN * 64 + e]);
           if constexpr (kHistogram) {
             const int bin = histogram_bin(stored);
-            if (bin >= 0) atomicAdd(&hist_s[j * kCoarseBins + bin], 1);
+            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
           }
         }
-        sm90::mbarrier_arrive(&scores_free[stage]);
+        sm90::mbarrier_arrive(&sm.scores_free[stage]);
       }
     }
   } else {
@@ -150,43 +138,43 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     for (int c = 0; c < Tile::kChunks; ++c)
 #pragma unroll
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
-    sm90::mbarrier_wait(q_full, 0);
+    sm90::mbarrier_wait(sm.q_full, 0);
 
     for (int i = warpgroup; i < count; i += kSm90Consumers) {
       const int stage = i % kSm90Stages;
-      sm90::mbarrier_wait(&full[stage], (i / kSm90Stages) & 1);
-      const bool valid = invalid_s[stage] == 0;
+      sm90::mbarrier_wait(&sm.full[stage], (i / kSm90Stages) & 1);
+      const bool valid = sm.invalid[stage] == 0;
       float scale[2] = {0.0f, 0.0f};
       if (valid) {
-        scale[0] = scale_s[stage * 64 + key0];
-        scale[1] = scale_s[stage * 64 + key0 + 8];
-        Tile::scores(acc, k_s + stage * kKeyBytes, q_s);
+        scale[0] = sm.scales[stage * 64 + key0];
+        scale[1] = sm.scales[stage * 64 + key0 + 8];
+        Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       }
-      sm90::mbarrier_arrive(&empty[stage]);  // the stage's keys and scales are in registers now
+      sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
 
       float sum[kNextN][2];
       if (valid) {
-        Tile::head_sums(acc, weight_s, quad, sum);
+        Tile::head_sums(acc, sm.weights, quad, sum);
       } else {
 #pragma unroll
         for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
       }
 
       // Hand the scaled scores to the store warps.
-      if (i >= kSm90Stages) sm90::mbarrier_wait(&scores_free[stage], ((i / kSm90Stages) - 1) & 1);
+      if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
 #pragma unroll
       for (int j = 0; j < kNextN; ++j)
 #pragma unroll
         for (int r = 0; r < 2; ++r) sum[j][r] = valid ? sum[j][r] * scale[r] : quiet_nan();
-      Tile::hand_off(score_s + stage * kNextN * 64, sum, quad, key0);
-      sm90::mbarrier_arrive(&scores_full[stage]);
+      Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
+      sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }
   }
 
   if constexpr (kHistogram) {
     __syncthreads();
     for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) {
-      const int count_in_bin = hist_s[i];
+      const int count_in_bin = sm.hist[i];
       if (count_in_bin != 0)
         atomicAdd(p.histogram + (static_cast<long long>(b) * kNextN + i / kCoarseBins) * kCoarseBins + i % kCoarseBins,
                   count_in_bin);

@@ -139,7 +139,7 @@ TEST_CASE("MXFP4 reference logits equal the FP8 ones where both formats hold the
   }
 }
 
-TEST_CASE("MXFP4 reference on a hand-checked logit; an 0xFF exponent zeroes the head", "[reference][mxfp4]") {
+TEST_CASE("MXFP4 reference on a hand-checked logit, where an 0xFF exponent zeroes a head", "[reference][mxfp4]") {
   constexpr int kDim = 64, kBlock = 64, kHeads = 8;
   std::vector<std::uint8_t> q(kHeads * kDim / 2, 0), kv(kBlock * (kDim / 2 + 4), 0);
   std::vector<std::int32_t> q_scales(kHeads, 127 | 127 << 8), lens = {2}, table = {0};
