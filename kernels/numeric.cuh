@@ -22,6 +22,20 @@ __device__ __forceinline__ float fp8_e4m3_to_float(unsigned int byte) {
   return (byte & 0x80u) ? -value : value;
 }
 
+// MXFP4 (CONTRACT 2.2): an E2M1 value (the low 4 bits of `nibble`: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and
+// negatives) times its UE8M0 exponent 2^(e - 127); 0xFF is NaN. Exact in FP32 for e <= 252 (subnormals
+// included); the largest values overflow to infinity beyond.
+__device__ __forceinline__ float ue8m0_to_float(unsigned int e) {
+  if (e == 0xffu) return quiet_nan();
+  return e == 0 ? float_from_bits(0x00400000u) : float_from_bits(e << 23);  // 2^-127 is subnormal
+}
+__device__ __forceinline__ float mxfp4_to_float(unsigned int nibble, float scale) {
+  const unsigned int m = nibble & 7u;
+  const float magnitude = m < 4 ? 0.5f * static_cast<float>(m) : static_cast<float>(m == 4 ? 2 : m == 5 ? 3 : m == 6 ? 4 : 6);
+  const float value = magnitude * scale;
+  return (nibble & 8u) ? -value : value;
+}
+
 __device__ __forceinline__ float f16_bits_to_float(unsigned short h) {
   float x;
   asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));

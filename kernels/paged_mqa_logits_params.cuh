@@ -7,8 +7,10 @@ namespace flash_indexer {
 namespace kernels {
 
 struct PagedMqaLogitsParams {
-  const unsigned char* q;         // FP8 [B, next_n, H, D], contiguous
-  const unsigned char* kv_cache;  // [num_blocks] x (block_size * D FP8 bytes, then block_size FP32 scales)
+  const unsigned char* q;         // FP8 [B, next_n, H, D], contiguous; MXFP4: packed [B, next_n, H, D / 2]
+  const int* q_scales;            // MXFP4 only: [B, next_n, H], four UE8M0 exponents each
+  const unsigned char* kv_cache;  // [num_blocks] x (block_size * D FP8 bytes, then block_size FP32 scales);
+                                  // MXFP4: block_size * D / 2 packed bytes, then block_size int32 exponents
   const float* weights;           // [B * next_n, H], contiguous
   const int* context_lens;        // [B] or [B, next_n]
   const int* block_table;         // [B, max_blocks], row stride block_table_stride

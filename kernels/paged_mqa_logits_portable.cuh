@@ -1,6 +1,7 @@
 #pragma once
-// Portable paged MQA logits (any GPU sm_80 or newer): exact FP32 arithmetic on dequantized FP8,
-// written for clarity, not speed. One CTA handles one KV block (block_size keys) of one request for
+// Portable paged MQA logits (any GPU sm_80 or newer): exact FP32 arithmetic on dequantized FP8 (or,
+// with kMxfp4, MXFP4: keys and query dequantized exactly from E2M1 and their UE8M0 exponents, no FP32
+// key scale), written for clarity, not speed. One CTA handles one KV block (block_size keys) of one request for
 // all of its next_n query rows, so the block is read once per request.
 //
 // Thread t works on key (t % block_size) and the heads h = t / block_size, + kHeadGroups, ...; the
@@ -26,7 +27,7 @@ struct PortableSmem {
   static constexpr int kQueryFloats = kHeads * kHeadDim;
 };
 
-template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, bool kHistogram, LogitsOut kOut>
+template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
   static_assert(kPortableThreads % kBlockSize == 0, "block size must divide the CTA");
   static_assert(kBlockSize % 32 == 0, "the store loop is one column per thread in whole warps");
@@ -69,18 +70,35 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
 
   if (block_valid) {
     const unsigned char* block = p.kv_cache + static_cast<long long>(block_id) * p.kv_block_stride;
-    constexpr int kChunks = kBlockSize * kHeadDim / 16;
-    for (int c = tid; c < kChunks; c += kPortableThreads) {
-      const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
-      const int key = (c * 16) / kHeadDim;
-      const int dim = (c * 16) % kHeadDim;
-      const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+    if constexpr (kMxfp4) {
+      // Packed E2M1 (16 bytes: 32 values of one key), then one int32 of four exponents per key.
+      const int* exponents = reinterpret_cast<const int*>(block + kBlockSize * kHeadDim / 2);
+      constexpr int kChunks = kBlockSize * kHeadDim / 32;
+      for (int c = tid; c < kChunks; c += kPortableThreads) {
+        const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
+        const int key = (c * 32) / kHeadDim;
+        const int dim = (c * 32) % kHeadDim;
+        const float scale = ue8m0_to_float((static_cast<unsigned int>(exponents[key]) >> (8 * (dim / 32))) & 0xffu);
+        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-      for (int i = 0; i < 16; ++i)
-        key_s[key * Smem::kKeyStride + dim + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+        for (int i = 0; i < 32; ++i)
+          key_s[key * Smem::kKeyStride + dim + i] = mxfp4_to_float(words[i / 8] >> (4 * (i % 8)), scale);
+      }
+      for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = 1.0f;
+    } else {
+      constexpr int kChunks = kBlockSize * kHeadDim / 16;
+      for (int c = tid; c < kChunks; c += kPortableThreads) {
+        const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
+        const int key = (c * 16) / kHeadDim;
+        const int dim = (c * 16) % kHeadDim;
+        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int i = 0; i < 16; ++i)
+          key_s[key * Smem::kKeyStride + dim + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+      }
+      const float* scales = reinterpret_cast<const float*>(block + kBlockSize * kHeadDim);
+      for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = scales[i];
     }
-    const float* scales = reinterpret_cast<const float*>(block + kBlockSize * kHeadDim);
-    for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = scales[i];
   }
 
   const int key = tid % kBlockSize;
@@ -97,13 +115,27 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
 
     __syncthreads();  // the previous row is done with query_s / weight_s / partial_s
     if (block_valid) {
-      const unsigned char* q = p.q + row * (kHeads * kHeadDim);
-      constexpr int kChunks = kHeads * kHeadDim / 16;
-      for (int c = tid; c < kChunks; c += kPortableThreads) {
-        const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
-        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+      if constexpr (kMxfp4) {
+        const unsigned char* q = p.q + row * (kHeads * kHeadDim / 2);
+        constexpr int kChunks = kHeads * kHeadDim / 32;  // 16 bytes: 32 values of one head
+        for (int c = tid; c < kChunks; c += kPortableThreads) {
+          const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
+          const int head = (c * 32) / kHeadDim, dim = (c * 32) % kHeadDim;
+          const float scale =
+              ue8m0_to_float((static_cast<unsigned int>(p.q_scales[row * kHeads + head]) >> (8 * (dim / 32))) & 0xffu);
+          const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-        for (int i = 0; i < 16; ++i) query_s[c * 16 + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+          for (int i = 0; i < 32; ++i) query_s[c * 32 + i] = mxfp4_to_float(words[i / 8] >> (4 * (i % 8)), scale);
+        }
+      } else {
+        const unsigned char* q = p.q + row * (kHeads * kHeadDim);
+        constexpr int kChunks = kHeads * kHeadDim / 16;
+        for (int c = tid; c < kChunks; c += kPortableThreads) {
+          const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
+          const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+          for (int i = 0; i < 16; ++i) query_s[c * 16 + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+        }
       }
       for (int h = tid; h < kHeads; h += kPortableThreads) weight_s[h] = p.weights[row * kHeads + h];
     }

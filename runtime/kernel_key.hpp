@@ -43,6 +43,8 @@ inline const char* logits_name(LogitsDType t) {
   return "?";
 }
 
+inline const char* kv_name(KvFormat kv) { return kv == KvFormat::mxfp4 ? "mxfp4" : "fp8"; }
+
 inline std::optional<LogitsDType> logits_from_name(std::string_view name) {
   if (name == "f32") return LogitsDType::f32;
   if (name == "f16") return LogitsDType::f16;

@@ -22,8 +22,8 @@ const char* variant_name(PagedMqaLogitsVariant v) {
 }
 
 std::string PagedMqaLogitsConfig::key() const {
-  return fmt::format("paged_mqa_logits.{}.n{}.h{}.d{}.bs{}.hist{}.out-{}.kv-fp8.{}", variant_name(variant), next_n, heads,
-                     head_dim, block_size, histogram ? 1 : 0, logits_name(logits), arch.name());
+  return fmt::format("paged_mqa_logits.{}.n{}.h{}.d{}.bs{}.hist{}.out-{}.kv-{}.{}", variant_name(variant), next_n, heads,
+                     head_dim, block_size, histogram ? 1 : 0, logits_name(logits), kv_name(kv), arch.name());
 }
 
 bool portable_forced_by_environment() {
@@ -36,7 +36,13 @@ bool portable_forced_by_environment() {
 
 namespace {
 bool sm90_applies(const PagedMqaLogitsConfig& c) {
-  return c.arch.major == 9 && c.arch.minor == 0 && c.arch.arch_specific && c.next_n <= kernels::kSm90MaxNextN;
+  return c.arch.major == 9 && c.arch.minor == 0 && c.arch.arch_specific && c.next_n <= kernels::kSm90MaxNextN &&
+         c.kv == KvFormat::fp8;
+}
+
+// The MXFP4 configurations the portable kernel is built for (issue 15: what DeepSeek-V4 Flash runs).
+bool mxfp4_supported(int next_n, int heads, int head_dim) {
+  return next_n >= 1 && next_n <= 4 && (heads == 32 || heads == 64) && head_dim == 128;
 }
 }  // namespace
 
@@ -51,9 +57,9 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
 PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") ||
-      parts[8] != "kv-fp8")
+      (parts[8] != "kv-fp8" && parts[8] != "kv-mxfp4"))
     throw ArgumentError(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
-                                    "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-fp8.<arch>",
+                                    "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
                                     key));
   PagedMqaLogitsConfig c;
   c.variant = parts[1] == "sm90" ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
@@ -67,6 +73,7 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const auto out = parts[7].starts_with("out-") ? logits_from_name(parts[7].substr(4)) : std::nullopt;
   if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
   c.logits = *out;
+  c.kv = parts[8] == "kv-mxfp4" ? KvFormat::mxfp4 : KvFormat::fp8;
   c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
   return c;
@@ -90,7 +97,13 @@ void PagedMqaLogitsConfig::check_supported() const {
       throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
                                       key(), arch.name()));
     if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
+    if (kv != KvFormat::fp8)
+      throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel takes the FP8 cache only", key()));
   }
+  if (kv == KvFormat::mxfp4 && !mxfp4_supported(next_n, heads, head_dim))
+    throw ArgumentError(fmt::format(
+        "paged_mqa_logits configuration {}: the MXFP4 cache is built for next_n 1..4, heads 32 or 64 and head_dim 128", key()));
+  if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
 }
 
 std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch) {
@@ -103,6 +116,9 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
             configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable});
             const PagedMqaLogitsConfig sm90{next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::sm90};
             if (sm90_applies(sm90)) configs.push_back(sm90);
+            if (mxfp4_supported(next_n, heads, head_dim))
+              configs.push_back(
+                  {next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable, KvFormat::mxfp4});
           }
   return configs;
 }
@@ -136,15 +152,16 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
         "// {key}\n"
         "#include \"paged_mqa_logits_portable.cuh\"\n"
         "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
-        "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}>(p);\n"
+        "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
         "}}\n",
         fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
         fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
-        fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)));
+        fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)),
+        fmt::arg("mxfp4", c.kv == KvFormat::mxfp4 ? ", true" : ""));
   }
   spec.config = {{"kind", "paged_mqa_logits"}, {"variant", variant_name(c.variant)}, {"next_n", c.next_n},
                  {"heads", c.heads},           {"head_dim", c.head_dim},  {"block_size", c.block_size},
-                 {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", "fp8"},
+                 {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)},
                  {"arch", c.arch.name()}};
   return spec;
 }

@@ -20,7 +20,8 @@ namespace {
 struct ConfigHash {
   std::size_t operator()(const PagedMqaLogitsConfig& c) const {
     return (((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
-            static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 + static_cast<std::size_t>(c.variant);
+            static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 + static_cast<std::size_t>(c.variant) +
+           (c.kv == KvFormat::mxfp4 ? std::size_t{1} << 40 : 0);
   }
 };
 
@@ -72,26 +73,45 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
                                           const TensorView& block_table, const TensorView& logits,
                                           const PagedMqaLogitsOptions& options) {
   PagedMqaLogitsCall l;
+  // An FP8 query means the FP8 cache; a packed uint8 query (with q_scales) the MXFP4 cache.
   TensorChecks qc(op, "q", q);
-  qc.dtype({DType::fp8_e4m3}).rank({4}).contiguous().not_null().aligned(16);
+  qc.dtype({DType::fp8_e4m3, DType::u8}).rank({4}).contiguous().not_null().aligned(16);
+  const bool mxfp4 = q.dtype == DType::u8;
+  l.config.kv = mxfp4 ? KvFormat::mxfp4 : KvFormat::fp8;
   const std::int64_t batch = q.shape[0];
   l.config.next_n = static_cast<int>(q.shape[1]);
   l.config.heads = static_cast<int>(q.shape[2]);
-  l.config.head_dim = static_cast<int>(q.shape[3]);
+  l.config.head_dim = static_cast<int>(mxfp4 ? 2 * q.shape[3] : q.shape[3]);
   if (batch < 0 || batch > 65535) qc.fail("batch size q.shape[0] in 0..65535", std::to_string(batch));
-  if (q.shape[1] < 1 || q.shape[1] > 8) qc.fail("next_n = q.shape[1] in 1..8", std::to_string(q.shape[1]));
-  if (q.shape[2] != 16 && q.shape[2] != 32 && q.shape[2] != 64)
-    qc.fail("heads = q.shape[2] in {16, 32, 64}", std::to_string(q.shape[2]));
-  if (q.shape[3] != 64 && q.shape[3] != 128) qc.fail("head_dim = q.shape[3] in {64, 128}", std::to_string(q.shape[3]));
+  if (mxfp4) {
+    if (q.shape[1] < 1 || q.shape[1] > 4) qc.fail("next_n = q.shape[1] in 1..4 for MXFP4", std::to_string(q.shape[1]));
+    if (q.shape[2] != 32 && q.shape[2] != 64) qc.fail("heads = q.shape[2] in {32, 64} for MXFP4", std::to_string(q.shape[2]));
+    if (q.shape[3] != 64) qc.fail("q.shape[3] = head_dim / 2 = 64 (packed E2M1, head_dim 128)", std::to_string(q.shape[3]));
+  } else {
+    if (q.shape[1] < 1 || q.shape[1] > 8) qc.fail("next_n = q.shape[1] in 1..8", std::to_string(q.shape[1]));
+    if (q.shape[2] != 16 && q.shape[2] != 32 && q.shape[2] != 64)
+      qc.fail("heads = q.shape[2] in {16, 32, 64}", std::to_string(q.shape[2]));
+    if (q.shape[3] != 64 && q.shape[3] != 128) qc.fail("head_dim = q.shape[3] in {64, 128}", std::to_string(q.shape[3]));
+  }
   const std::int64_t next_n = l.config.next_n, heads = l.config.heads, head_dim = l.config.head_dim;
   const std::int64_t rows = batch * next_n;
+  const TensorView& q_scales = options.q_scales;
+  TensorChecks qsc(op, "options.q_scales", q_scales);
+  if (mxfp4) {
+    qsc.dtype({DType::i32}).rank({3}).dim(0, batch, "B").dim(1, next_n, "next_n").dim(2, heads, "heads");
+    qsc.contiguous().not_null().aligned(4);
+  } else if (q_scales.rank != 0) {
+    qsc.fail("none for an FP8 query (q_scales belong to an MXFP4 query: uint8 q)", "a tensor");
+  }
 
   TensorChecks kc(op, "kv_cache", kv_cache);
   kc.dtype({DType::u8, DType::fp8_e4m3}).rank({4}).not_null().aligned(16);
   if (kv_cache.shape[1] != 64) kc.fail("block_size = kv_cache.shape[1] = 64", std::to_string(kv_cache.shape[1]));
   l.config.block_size = 64;
-  const std::int64_t token_bytes = head_dim + 4;
-  kc.dim(2, 1, "one KV head").dim(3, token_bytes, "head_dim FP8 bytes + one FP32 scale per token");
+  const std::int64_t token_bytes = mxfp4 ? head_dim / 2 + 4 : head_dim + 4;
+  kc.dim(2, 1, "one KV head")
+      .dim(3, token_bytes, mxfp4 ? "head_dim / 2 packed E2M1 bytes + one int32 of exponents per token (MXFP4, as q)"
+                                 : "head_dim FP8 bytes + one FP32 scale per token");
   kc.stride(3, 1).stride(2, token_bytes).stride(1, token_bytes);
   const std::int64_t num_blocks = kv_cache.shape[0], block_stride = kv_cache.strides[0];
   if (num_blocks < 0 || num_blocks > INT_MAX) kc.fail("num_blocks in 0..2^31-1", std::to_string(num_blocks));
@@ -129,6 +149,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
 
   auto& p = l.params;
   p.q = static_cast<const unsigned char*>(q.data);
+  p.q_scales = mxfp4 ? static_cast<const int*>(q_scales.data) : nullptr;
   p.kv_cache = static_cast<const unsigned char*>(kv_cache.data);
   p.weights = static_cast<const float*>(weights.data);
   p.context_lens = static_cast<const int*>(context_lens.data);
@@ -148,6 +169,8 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
       options.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
                                     static_cast<int>(options.variant)));
+  if (mxfp4 && options.variant == PagedMqaLogitsVariant::sm90)
+    throw ArgumentError(fmt::format("{}: options.variant: the sm90 kernel takes the FP8 cache only (an MXFP4 query was given)", op));
   l.config.variant = options.variant;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.batch = static_cast<unsigned>(batch);

@@ -25,8 +25,16 @@ struct Args {
   TensorView lens = TensorView::contiguous(fake(0x40000), DType::i32, {B, N});
   TensorView table = TensorView::contiguous(fake(0x50000), DType::i32, {B, max_blocks});
   TensorView logits = TensorView::contiguous(fake(0x1000000), DType::f16, {B * N, width});
+  PagedMqaLogitsOptions options{};
 
-  void call() const { paged_mqa_logits(q, kv, w, lens, table, logits, nullptr); }
+  void call() const { paged_mqa_logits(q, kv, w, lens, table, logits, nullptr, options); }
+
+  // The same call on an MXFP4 cache (CONTRACT 2.2): packed query with its exponents.
+  void use_mxfp4() {
+    q = TensorView::contiguous(fake(0x10000), DType::u8, {B, N, H, D / 2});
+    kv = TensorView::contiguous(fake(0x200000), DType::u8, {blocks, 64, 1, D / 2 + 4});
+    options.q_scales = TensorView::contiguous(fake(0x60000), DType::i32, {B, N, H});
+  }
 };
 
 // The error of a call with one argument changed.
@@ -64,7 +72,7 @@ TEST_CASE("an empty batch or zero width launches nothing", "[validation]") {
 }
 
 TEST_CASE("paged_mqa_logits rejects bad q", "[validation]") {
-  expect_error([](Args& a) { a.q.dtype = DType::u8; }, "q: expected dtype float8_e4m3, got uint8");
+  expect_error([](Args& a) { a.q.dtype = DType::f16; }, "q: expected dtype float8_e4m3 or uint8, got float16");
   expect_error([](Args& a) { a.q.rank = 3; }, "q: expected 4 dimensions, got 3");
   expect_error([](Args& a) { a.q = TensorView::contiguous(a.q.data, DType::fp8_e4m3, {4, 9, 64, 128}); },
                "q: expected next_n = q.shape[1] in 1..8, got 9");
@@ -76,6 +84,29 @@ TEST_CASE("paged_mqa_logits rejects bad q", "[validation]") {
   expect_error([](Args& a) { a.q.data = fake(0x10008); }, "q: expected a 16-byte aligned data pointer");
   expect_error([](Args& a) { a.q.data = nullptr; }, "q: expected a device pointer, got nullptr");
   expect_error([](Args& a) { a.q.shape[0] = 70000; }, "q: expected batch size q.shape[0] in 0..65535");
+}
+
+TEST_CASE("paged_mqa_logits takes an MXFP4 cache with a packed query, and names what does not match", "[validation][mxfp4]") {
+  if (!driver::available()) {
+    Args a;
+    a.use_mxfp4();
+    CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));  // validation passed
+  }
+  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales = {}; }, "options.q_scales: expected");
+  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales.shape[2] = 32; }, "options.q_scales: expected shape[2] = 64 (heads)");
+  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales.dtype = DType::f32; }, "options.q_scales: expected dtype int32");
+  expect_error([](Args& a) { a.options.q_scales = TensorView::contiguous(fake(0x60000), DType::i32, {4, 2, 64}); },
+               "options.q_scales: expected none for an FP8 query");
+  expect_error([](Args& a) { a.use_mxfp4(); a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 1, 132}); },
+               "kv_cache: expected shape[3] = 68");
+  expect_error([](Args& a) { a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 1, 68}); },
+               "kv_cache: expected shape[3] = 132");
+  expect_error([](Args& a) { a.use_mxfp4(); a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 2, 64, 32}); },
+               "q: expected q.shape[3] = head_dim / 2 = 64");
+  expect_error([](Args& a) { a.use_mxfp4(); a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 5, 64, 64}); },
+               "q: expected next_n = q.shape[1] in 1..4 for MXFP4, got 5");
+  expect_error([](Args& a) { a.use_mxfp4(); a.options.variant = PagedMqaLogitsVariant::sm90; },
+               "the sm90 kernel takes the FP8 cache only");
 }
 
 TEST_CASE("paged_mqa_logits rejects a bad kv_cache", "[validation]") {

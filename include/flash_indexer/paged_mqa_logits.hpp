@@ -32,6 +32,11 @@ constexpr DType tensor_dtype(LogitsDType t) {
 // environment says FLASH_INDEXER_KERNEL=portable.
 enum class PagedMqaLogitsVariant : std::uint8_t { automatic, portable, sm90 };
 
+// The KV cache's format (CONTRACT 2): FP8 E4M3 keys with an FP32 scale per token, or MXFP4 (CONTRACT
+// 2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; the portable
+// kernel only so far, next_n 1..4, H 32/64, D 128).
+enum class KvFormat : std::uint8_t { fp8, mxfp4 };
+
 // One compiled kernel: everything that is a template argument of the device code.
 struct PagedMqaLogitsConfig {
   int next_n = 1;       // 1..8
@@ -42,9 +47,10 @@ struct PagedMqaLogitsConfig {
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
   PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;  // resolved against `arch`
+  KvFormat kv = KvFormat::fp8;
 
   // Canonical, readable key, e.g. paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a
-  // or paged_mqa_logits.sm90.n2.h64.d128.bs64.hist1.out-f16.kv-fp8.sm_90a
+  // or paged_mqa_logits.sm90.n2.h64.d128.bs64.hist1.out-f16.kv-fp8.sm_90a (kv-mxfp4 for MXFP4)
   std::string key() const;
   // Inverse of key(); throws Error naming the part that does not parse or is out of range.
   static PagedMqaLogitsConfig parse_key(std::string_view key);
@@ -71,12 +77,18 @@ struct PagedMqaLogitsOptions {
   // Force a kernel (comparisons, debugging); `sm90` on a device or configuration it does not cover is
   // an error.
   PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;
+  // MXFP4 only: the query's exponents, int32 [B, next_n, H], contiguous (four UE8M0 bytes each, byte 0
+  // for elements 0..31).
+  TensorView q_scales{};
 };
 
 // Tensor arguments (device memory; strides in elements):
-//   q             float8_e4m3 [B, next_n, H, D], contiguous, 16-byte aligned
+//   q             float8_e4m3 [B, next_n, H, D], contiguous, 16-byte aligned; or, for an MXFP4 cache,
+//                 uint8 [B, next_n, H, D / 2] (packed E2M1, low nibble first) with options.q_scales
 //   kv_cache      uint8 [num_blocks, block_size, 1, D + 4]; the dims after the first contiguous, the
-//                 block stride (bytes) >= block_size * (D + 4) and a multiple of 16; 16-byte aligned
+//                 block stride (bytes) >= block_size * (D + 4) and a multiple of 16; 16-byte aligned.
+//                 MXFP4: [num_blocks, block_size, 1, D / 2 + 4] (each block: the packed values, then
+//                 one int32 of four UE8M0 exponents per token); the format follows q's dtype
 //   weights       float32 [B * next_n, H], contiguous
 //   context_lens  int32 [B] (length includes the draft tokens: token j sees L - next_n + j + 1 keys)
 //                 or int32 [B, next_n] (row b*next_n + j sees context_lens[b][j] keys), contiguous

@@ -132,10 +132,7 @@ inline double head_sum(const std::vector<double>& query, const std::uint8_t* key
 // ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
 
 // Host copies of the op's inputs, laid out exactly as on the device.
-// The KV cache's format: FP8 E4M3 with an FP32 scale per token (CONTRACT 2), or MXFP4 (CONTRACT 2.2:
-// E2M1 with a UE8M0 exponent per 32 elements, the query in MXFP4 too). The kernels take FP8 only so far;
-// MXFP4 is issue 15's.
-enum class KvFormat { fp8, mxfp4 };
+using KvFormat = flash_indexer::KvFormat;  // FP8 with FP32 token scales, or MXFP4 (CONTRACT 2.2)
 
 struct PagedMqaLogitsInputs {
   KvFormat kv = KvFormat::fp8;

@@ -58,10 +58,11 @@ std::string describe(const LogitsCase& c) {
   std::string lens;
   for (std::size_t i = 0; i < c.lengths.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(c.lengths[i]);
   if (c.lengths.size() > 12) lens += ",...";
-  return fmt::format("{}n{} h{} d{} out-{} lens{}=[{}]{}{}{} seed {}",
+  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{} seed {}",
                      c.config.variant == PagedMqaLogitsVariant::portable ? "portable "
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
                                                                            : "",
+                     c.config.kv == KvFormat::mxfp4 ? "mxfp4 " : "",
                      c.config.next_n, c.config.heads, c.config.head_dim,
                      logits_name(c.config.logits),
                      c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
@@ -71,6 +72,8 @@ std::string describe(const LogitsCase& c) {
 
 reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
   reference::PagedMqaLogitsInputs r;
+  r.kv = c.config.kv;
+  r.q_scales = q_scales.empty() ? nullptr : q_scales.data();
   r.batch = batch;
   r.next_n = c.config.next_n;
   r.heads = c.config.heads;
@@ -113,7 +116,9 @@ HostInputs make_inputs(const LogitsCase& c) {
   std::int64_t used_blocks = 0;
   for (auto n : need) used_blocks += (std::min(n, in.width) + bs - 1) / bs;
   in.num_blocks = static_cast<int>(used_blocks + c.spare_blocks);
-  in.block_stride = bs * (dim + 4) + c.block_stride_padding;
+  const bool mxfp4 = cfg.kv == KvFormat::mxfp4;
+  const int value_bytes = mxfp4 ? dim / 2 : dim;  // a token's values in a block
+  in.block_stride = bs * (value_bytes + 4) + c.block_stride_padding;
 
   in.context_lens.assign(c.lengths.begin(), c.lengths.end());
   std::vector<std::int32_t> pool(in.num_blocks);
@@ -150,18 +155,48 @@ HostInputs make_inputs(const LogitsCase& c) {
     do byte = static_cast<std::uint8_t>(rng()); while ((byte & 0x7f) == 0x7f);
     return byte;
   };
-  in.q.resize(static_cast<std::size_t>(in.batch) * next_n * heads * dim);
-  for (auto& v : in.q) v = draw_fp8();
-  in.kv_cache.resize(static_cast<std::size_t>(in.num_blocks) * in.block_stride);
-  std::uniform_real_distribution<float> scale(0.005f, 0.05f);
-  for (int blk = 0; blk < in.num_blocks; ++blk) {
-    std::uint8_t* base = in.kv_cache.data() + blk * in.block_stride;
-    for (int i = 0; i < bs * dim; ++i) base[i] = draw_fp8();
-    for (int t = 0; t < bs; ++t) {
-      const float s = c.exact_values ? std::ldexp(1.0f, -static_cast<int>(rng() % 8) - 4) : scale(rng);
-      std::memcpy(base + bs * dim + 4 * t, &s, 4);
+  if (mxfp4) {
+    // Random E2M1 nibbles; exponents around 2^0 (2^-2..2^2 for exact_values, where every product and
+    // sum is exact in FP32; 2^-7..2^7 otherwise; 2^-30..2^30 for wide_values, where products stay finite
+    // in FP32; 0xFF never).
+    auto exponents = [&] {
+      std::uint32_t e = 0;
+      for (int g = 0; g < 4; ++g) {
+        const int x = c.exact_values ? 125 + static_cast<int>(rng() % 5)
+                      : c.wide_values ? 97 + static_cast<int>(rng() % 61)
+                                      : 120 + static_cast<int>(rng() % 15);
+        e |= static_cast<std::uint32_t>(x) << (8 * g);
+      }
+      return static_cast<std::int32_t>(e);
+    };
+    in.q.resize(static_cast<std::size_t>(in.batch) * next_n * heads * dim / 2);
+    for (auto& v : in.q) v = static_cast<std::uint8_t>(rng());
+    in.q_scales.resize(static_cast<std::size_t>(in.batch) * next_n * heads);
+    for (auto& e : in.q_scales) e = exponents();
+    in.kv_cache.resize(static_cast<std::size_t>(in.num_blocks) * in.block_stride);
+    for (int blk = 0; blk < in.num_blocks; ++blk) {
+      std::uint8_t* base = in.kv_cache.data() + blk * in.block_stride;
+      for (int i = 0; i < bs * dim / 2; ++i) base[i] = static_cast<std::uint8_t>(rng());
+      for (int t = 0; t < bs; ++t) {
+        const std::int32_t e = exponents();
+        std::memcpy(base + bs * dim / 2 + 4 * t, &e, 4);
+      }
+      for (std::int64_t i = bs * (dim / 2 + 4); i < in.block_stride; ++i) base[i] = static_cast<std::uint8_t>(rng());
     }
-    for (std::int64_t i = bs * (dim + 4); i < in.block_stride; ++i) base[i] = static_cast<std::uint8_t>(rng());
+  } else {
+    in.q.resize(static_cast<std::size_t>(in.batch) * next_n * heads * dim);
+    for (auto& v : in.q) v = draw_fp8();
+    in.kv_cache.resize(static_cast<std::size_t>(in.num_blocks) * in.block_stride);
+    std::uniform_real_distribution<float> scale(0.005f, 0.05f);
+    for (int blk = 0; blk < in.num_blocks; ++blk) {
+      std::uint8_t* base = in.kv_cache.data() + blk * in.block_stride;
+      for (int i = 0; i < bs * dim; ++i) base[i] = draw_fp8();
+      for (int t = 0; t < bs; ++t) {
+        const float s = c.exact_values ? std::ldexp(1.0f, -static_cast<int>(rng() % 8) - 4) : scale(rng);
+        std::memcpy(base + bs * dim + 4 * t, &s, 4);
+      }
+      for (std::int64_t i = bs * (dim + 4); i < in.block_stride; ++i) base[i] = static_cast<std::uint8_t>(rng());
+    }
   }
   in.weights.resize(static_cast<std::size_t>(in.batch) * next_n * heads);
   std::uniform_real_distribution<float> unit(1.0f, 2.0f);
@@ -177,6 +212,7 @@ HostInputs make_inputs(const LogitsCase& c) {
 DeviceInputs upload(const HostInputs& in, const LogitsCase& c) {
   DeviceInputs d;
   d.q = DeviceBuffer::from(in.q);
+  if (!in.q_scales.empty()) d.q_scales = DeviceBuffer::from(in.q_scales);
   d.kv_cache = DeviceBuffer::from(in.kv_cache);
   d.weights = DeviceBuffer::from(in.weights);
   d.context_lens = DeviceBuffer::from(in.context_lens);
@@ -189,9 +225,15 @@ DeviceInputs upload(const HostInputs& in, const LogitsCase& c) {
 LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase& c) {
   const auto& cfg = c.config;
   const std::int64_t rows = static_cast<std::int64_t>(in.batch) * cfg.next_n;
-  const std::int64_t token = cfg.head_dim + 4;
+  const bool mxfp4 = cfg.kv == KvFormat::mxfp4;
+  const std::int64_t token = (mxfp4 ? cfg.head_dim / 2 : cfg.head_dim) + 4;
   LogitsViews v;
-  v.q = TensorView::contiguous(d.q.data(), DType::fp8_e4m3, {in.batch, cfg.next_n, cfg.heads, cfg.head_dim});
+  if (mxfp4) {
+    v.q = TensorView::contiguous(d.q.data(), DType::u8, {in.batch, cfg.next_n, cfg.heads, cfg.head_dim / 2});
+    v.q_scales = TensorView::contiguous(d.q_scales.data(), DType::i32, {in.batch, cfg.next_n, cfg.heads});
+  } else {
+    v.q = TensorView::contiguous(d.q.data(), DType::fp8_e4m3, {in.batch, cfg.next_n, cfg.heads, cfg.head_dim});
+  }
   v.kv_cache = TensorView::contiguous(d.kv_cache.data(), DType::u8, {in.num_blocks, cfg.block_size, 1, token})
                    .with_strides({in.block_stride, token, token, 1});
   v.weights = TensorView::contiguous(d.weights.data(), DType::f32, {rows, cfg.heads});
@@ -322,6 +364,7 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
   options.fill_masked = c.fill_masked;
   options.histogram = histogram;
   options.variant = c.config.variant;
+  options.q_scales = v.q_scales;
   paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
   gpu.synchronize();
   return d.logits.to_host<std::uint8_t>(d.logits.bytes());

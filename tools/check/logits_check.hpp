@@ -37,7 +37,8 @@ struct HostInputs {
   std::int64_t block_stride = 0;
   std::int64_t width = 0;
   std::int64_t logits_stride = 0;
-  std::vector<std::uint8_t> q, kv_cache;
+  std::vector<std::uint8_t> q, kv_cache;  // MXFP4 (config.kv): packed E2M1, and the cache's exponents
+  std::vector<std::int32_t> q_scales;     // MXFP4 only: [B, next_n, H]
   std::vector<float> weights;
   std::vector<std::int32_t> context_lens, block_table;
 
@@ -50,13 +51,13 @@ struct HostInputs {
 HostInputs make_inputs(const LogitsCase& c);
 
 struct DeviceInputs {
-  DeviceBuffer q, kv_cache, weights, context_lens, block_table, logits;
+  DeviceBuffer q, q_scales, kv_cache, weights, context_lens, block_table, logits;
 };
 DeviceInputs upload(const HostInputs& in, const LogitsCase& c);
 
 // The op's tensor views over device inputs.
 struct LogitsViews {
-  TensorView q, kv_cache, weights, context_lens, block_table, logits;
+  TensorView q, q_scales, kv_cache, weights, context_lens, block_table, logits;  // q_scales: MXFP4 only
 };
 LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase& c);
 
