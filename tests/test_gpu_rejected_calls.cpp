@@ -86,7 +86,9 @@ TEST_CASE("gpu: rejected paged_mqa_logits calls change no byte and leave the con
   using Change = std::function<void(ck::LogitsViews&, PagedMqaLogitsOptions&)>;
   const std::vector<std::pair<std::string, Change>> table = {
       {"q: expected shape[0] >= 0", [](auto& a, auto&) { a.q.shape[0] = -1; }},
-      {"q: expected dtype float8_e4m3", [](auto& a, auto&) { a.q.dtype = DType::u8; }},
+      {"q: expected dtype float8_e4m3 or uint8", [](auto& a, auto&) { a.q.dtype = DType::f32; }},
+      // A uint8 query means the MXFP4 cache: its packed head_dim / 2 bytes are checked, not FP8's.
+      {"q: expected q.shape[3] = head_dim / 2 = 64", [](auto& a, auto&) { a.q.dtype = DType::u8; }},
       {"q: expected a device pointer", [](auto& a, auto&) { a.q.data = nullptr; }},
       {"q: expected 4 dimensions", [](auto& a, auto&) { a.q.rank = 7; }},
       {"kv_cache: expected shape[0] >= 0", [](auto& a, auto&) { a.kv_cache.shape[0] = -5; }},
