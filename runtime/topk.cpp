@@ -16,23 +16,27 @@ static_assert(kMaxTopk == kernels::kMaxTopk);
 static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
 
 std::string TopkConfig::key() const {
-  return fmt::format("topk.{}{}.in-{}.{}", wide ? "residentwide" : resident ? "resident" : "split", split, logits_name(logits),
-                     arch.name());
+  const char* variant = registers ? (wide ? "registerwide" : "register") : wide ? "residentwide" : resident ? "resident" : "split";
+  return fmt::format("topk.{}{}.in-{}.{}", variant, split, logits_name(logits), arch.name());
 }
 
 TopkConfig TopkConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
   const bool resident = parts.size() == 4 && parts[1].starts_with("resident");
-  const bool wide = resident && parts[1].starts_with("residentwide");
-  if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident) || !in)
+  const bool registers = parts.size() == 4 && parts[1].starts_with("register");
+  const bool wide = (resident && parts[1].starts_with("residentwide")) || (registers && parts[1].starts_with("registerwide"));
+  if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident || registers) || !in)
     throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
-                                    "topk.resident<1|2|4|8>... or topk.residentwide<1|2|4|8>...",
+                                    "topk.resident<1|2|4|8>..., topk.residentwide<1|2|4|8>..., topk.register1... or "
+                                    "topk.registerwide1...",
                                     key));
   TopkConfig c;
   c.resident = resident;
+  c.registers = registers;
   c.wide = wide;
-  c.split = parse_int_after(parts[1], wide ? "residentwide" : resident ? "resident" : "split", key);
+  c.split = parse_int_after(parts[1],
+                            registers ? (wide ? "registerwide" : "register") : wide ? "residentwide" : resident ? "resident" : "split", key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -47,7 +51,10 @@ void TopkConfig::check_supported() const {
                                     static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8)
     throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
-  if (wide && (!resident || arch.major < 9))
+  if (registers && (resident || split != 1))
+    throw ArgumentError(fmt::format("topk configuration {}: the register selector runs one CTA per row (split 1), got split {}",
+                                    key(), split));
+  if (wide && !registers && (!resident || arch.major < 9))
     throw ArgumentError(fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(),
                                     arch.name()));
   if (split > 1 && arch.major < 9)
@@ -66,6 +73,9 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
     for (int split : supported_topk_splits(arch))
       for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
         configs.push_back({dtype, arch, split, variant >= 1, variant == 2});
+  for (bool wide : {false, true})  // the register selector, 512 and 1024 threads
+    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+      configs.push_back({dtype, arch, 1, false, wide, true});
   return configs;
 }
 
@@ -115,6 +125,11 @@ std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch, bool wi
   return static_cast<std::int64_t>(wide ? kTopkWideStages : topk_stages(arch)) * (kernels::kTopkStageBytes / 16) *
          (16 / (logits == LogitsDType::f32 ? 4 : 2));
 }
+std::int64_t topk_register_columns(LogitsDType logits, bool wide) {
+  (void)logits;  // the same count of every dtype
+  return static_cast<std::int64_t>(wide ? kTopkWideThreads : kernels::kTopkThreads) * kernels::kRegisterColumns;
+}
+
 // Two CTAs per SM: the per-row path is latency-bound, and a second CTA hides it.
 constexpr int kTopkCtasPerSm = 2;
 
@@ -136,6 +151,9 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
                               int requested_split) {
   const bool automatic = requested_split == 0;
   const int split = automatic ? automatic_topk_split(rows, width, multiprocessors, arch) : requested_split;
+  // A row on one CTA: the register selector (its 512-thread form where that holds the row).
+  if (split == 1 && width <= topk_register_columns(logits, true))
+    return TopkChoice{1, false, width > topk_register_columns(logits, false), true};
   const std::int64_t per = logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
   const std::int64_t sms = multiprocessors;
   auto segment = [&](int s) { return ((width + s - 1) / s + per - 1) / per * per; };
@@ -157,8 +175,32 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   return c;
 }
 
+static KernelSpec topk_register_spec(const TopkConfig& c) {
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = kernel_entry_name(spec.key);
+  spec.threads = c.wide ? kTopkWideThreads : kernels::kTopkThreads;
+  spec.smem_bytes = 0;  // static only
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"topk_register.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_register<flash_indexer::kernels::LogitsOut::{in}, {threads}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+      fmt::arg("in", logits_name(c.logits)), fmt::arg("ctas", c.wide ? 1 : kTopkCtasPerSm));
+  spec.config = {{"kind", "topk"},
+                 {"variant", c.wide ? "register-wide" : "register"},
+                 {"split", c.split},
+                 {"logits", logits_name(c.logits)},
+                 {"arch", c.arch.name()}};
+  return spec;
+}
+
 KernelSpec topk_kernel_spec(const TopkConfig& c) {
   c.check_supported();
+  if (c.registers) return topk_register_spec(c);
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;

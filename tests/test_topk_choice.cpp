@@ -17,21 +17,35 @@ TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, 
   return choose_topk_kernel(rows, width, logits, arch, kSms, 0);
 }
 
-void check(const TopkChoice& c, int split, bool resident, bool wide) {
+void check(const TopkChoice& c, int split, bool resident, bool wide, bool registers = false) {
   CHECK(c.split == split);
   CHECK(c.resident == resident);
   CHECK(c.wide == wide);
+  CHECK(c.registers == registers);
 }
 
 }  // namespace
 
-TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA take the 512-thread resident form",
-          "[topk_choice]") {
+TEST_CASE("topk kernel choice: a row on one CTA takes the register selector, 512 threads up to 8K", "[topk_choice]") {
   for (std::int64_t rows : {1, 8, 64, 128, 512}) {
     INFO(rows << " rows");
-    check(automatic(rows, 8192, LogitsDType::f32), 1, true, false);
-    check(automatic(rows, 16384, LogitsDType::f16), 1, true, false);
+    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+      check(automatic(rows, 2048, dtype), 1, false, false, true);
+      check(automatic(rows, 8192, dtype), 1, false, false, true);
+      check(automatic(rows, 8193, dtype), 1, false, true, true);
+      check(automatic(rows, 16384, dtype), 1, false, true, true);
+    }
   }
+  check(automatic(1, 8192, LogitsDType::f32, Arch{8, 0, false}), 1, false, false, true);
+  // A forced split of 1 too; a row past 16K stays resident (FP16 up to 32K) or streams.
+  check(choose_topk_kernel(64, 12000, LogitsDType::f32, h200, kSms, 1), 1, false, true, true);
+  check(choose_topk_kernel(1, 32768, LogitsDType::f16, h200, kSms, 1), 1, true, false);
+  check(choose_topk_kernel(1, 16385, LogitsDType::f32, h200, kSms, 1), 1, true, true);
+  check(choose_topk_kernel(1, 8192, LogitsDType::f32, h200, kSms, 2), 2, true, false);
+}
+
+TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cluster take the resident form",
+          "[topk_choice]") {
   check(automatic(1, 131072, LogitsDType::f32), 8, true, false);   // 16K per CTA
   check(automatic(64, 32768, LogitsDType::f32), 2, true, false);
   check(automatic(32, 65536, LogitsDType::f32), 4, true, false);   // grown from 2: one CTA per SM

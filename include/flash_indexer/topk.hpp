@@ -32,8 +32,13 @@ struct TopkConfig {
   // CTA), one CTA per SM (sm_90 or newer): taken only for rows the 512-thread form cannot hold, since it
   // is slower where both fit (its scans and barriers span twice the warps).
   bool wide = false;
+  // The register selector (one CTA per row, split 1): the row in registers, 8K logits with 512
+  // threads, 16K with `wide` (1024 threads). topk() picks it for rows that fit
+  // on one CTA: the fixed cost per call is its time there.
+  bool registers = false;
 
-  // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a, topk.residentwide8.in-f32.sm_90a
+  // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a, topk.residentwide8.in-f32.sm_90a,
+  // topk.register1.in-f32.sm_90a, topk.registerwide1.in-bf16.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;

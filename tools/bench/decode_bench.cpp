@@ -56,7 +56,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
               // The logits step as run() launches it: with the histogram only where the top-k streams.
               PagedMqaLogitsOptions lo;
-              if (!choose_topk_kernel(rows, plan.width(), dtype, gpu.arch(), gpu.multiprocessors(), 0).resident)
+              if (!choose_topk_kernel(rows, plan.width(), dtype, gpu.arch(), gpu.multiprocessors(), 0).on_chip())
                 lo.histogram = plan.histogram(batch);
               const TensorView logits = plan.logits(batch);
               r.logits_us =

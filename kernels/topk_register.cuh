@@ -1,0 +1,286 @@
+#pragma once
+// Exact top-k (CONTRACT 4) of a row held in registers: one CTA per row, kRegisterColumns logits per
+// thread in 16-byte vectors (512 threads: 8K logits; 1024 threads: 16K). A short row's time
+// is its fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain
+// short:
+//   1. The row's vectors are requested as soon as its address is known, the length alongside (a decode
+//      row starts at column 0, so only a window start is waited for). Columns outside the window read
+//      as NaN afterwards, so they drop out wherever NaN does. No staging buffer, no candidate buffer.
+//   2. Radix select on the order-preserving keys: the 4096 fine bins (those of the resident selector,
+//      so the row report means the same) find the threshold bin, then 12-bit digits of the keys inside
+//      it narrow it until every key left is needed or it holds a single key. A round is one pass over
+//      the registers, a barrier for its counts and the two of the threshold scan.
+//   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer), so the
+//      counts of a thread's vectors, packed 16 bits each into one 64-bit word, are placed in column
+//      order by one block scan. When only some columns of the last key are needed, the same scan over
+//      that key's columns picks the lowest first. Ascending columns, the same bytes as every selector.
+#include "block_scan.cuh"
+#include "topk_common.cuh"
+#include "topk_threshold_scan.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+constexpr int kRegisterDigitBits = 12;
+
+template <int kThreads>
+struct TopkRegisterSmem {
+  // Counts of one round; the next round counts into the other buffer, zeroed meanwhile.
+  alignas(16) unsigned int hist[2][kTopkFineBins];
+  unsigned long long scan[kThreads / 32];
+  alignas(16) unsigned int warp_sums[kThreads / 32];
+  int found[4];
+};
+
+// Element e (a constant) of a 16-byte vector of kPer logits, and its replacement.
+template <class In>
+__device__ __forceinline__ typename In::Raw vector_element(const uint4& v, int e) {
+  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
+  const int i = kPer == 4 ? e : e >> 1;
+  const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+  if constexpr (kPer == 4) return In::from_bits(word);
+  else return In::from_bits(word >> ((e & 1) * 16));
+}
+template <class In>
+__device__ __forceinline__ void set_vector_element(uint4& v, int e, typename In::Raw x) {
+  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
+  const int i = kPer == 4 ? e : e >> 1;
+  unsigned int& word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+  if constexpr (kPer == 4) {
+    word = float_bits(x);
+  } else {
+    const int shift = (e & 1) * 16;
+    word = (word & ~(0xffffu << shift)) | (static_cast<unsigned int>(x) << shift);
+  }
+}
+
+// Per-vector counts of a thread, 16 bits each: one word for two vectors (16-bit logits), two for four.
+template <int kVec>
+struct PackedCounts {
+  using type = unsigned long long;
+};
+template <>
+struct PackedCounts<2> {
+  using type = unsigned int;
+};
+
+template <LogitsOut kIn, int kThreads>
+__device__ void topk_register(const TopkParams& p) {
+  static_assert(kThreads == 512 || kThreads == 1024, "threads");
+  using In = TopkInput<kIn>;
+  using Raw = typename In::Raw;
+  constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));
+  constexpr int kVec = kRegisterColumns / kPer;
+  constexpr int kBinsPer = kTopkFineBins / kThreads;  // 8 or 4: whole selector bins per thread
+  constexpr int kDigits = 1 << kRegisterDigitBits;
+  static_assert(kDigits == kTopkFineBins, "a digit round uses a fine-bin buffer");
+  using Packed = typename PackedCounts<kVec>::type;
+  static_assert(kVec * 16 <= static_cast<int>(8 * sizeof(Packed)), "a thread's vector counts fit 16 bits each");
+  __shared__ TopkRegisterSmem<kThreads> sm;
+  Packed* scan_scratch = reinterpret_cast<Packed*>(sm.scan);
+
+  const int r = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x);
+  const Raw* row = reinterpret_cast<const Raw*>(static_cast<const char*>(p.logits) +
+                                                static_cast<long long>(r) * p.logits_stride * sizeof(Raw));
+  const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
+  uint4 x[kVec];
+  // Columns [from, from + kVec * kThreads * kPer) of the row that lie below the width (the host checked
+  // that the width fits); what lies past it reads as NaN.
+  auto load = [&](int from) {
+    const Raw nan = In::nan();
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int s = from + (v * kThreads + t) * kPer;
+      if (aligned && s + kPer <= p.width) {
+        x[v] = __ldg(reinterpret_cast<const uint4*>(row + s));
+      } else {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) set_vector_element<In>(x[v], e, s + e < p.width ? In::load(row, s + e) : nan);
+      }
+    }
+  };
+  int start = 0, from = 0;
+  if (p.row_starts == nullptr) load(0);  // before the length arrives: the two latencies overlap
+  // Zeroed while the loads fly; the first barrier below orders it before the counts.
+#pragma unroll
+  for (int j = 0; j < kBinsPer / 4; ++j) {
+    reinterpret_cast<uint4*>(sm.hist[0])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+    reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+  }
+  const int len = topk_row_length(p, r);
+  if (p.row_starts != nullptr) {
+    start = topk_row_start(p, r, len);
+    from = aligned_start<kPer>(start);
+    load(from);
+  }
+  {
+    const Raw nan = In::nan();
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int s = from + (v * kThreads + t) * kPer;
+      if (s < start || s + kPer > len) {
+#pragma unroll
+        for (int e = 0; e < kPer; ++e)
+          if (s + e < start || s + e >= len) set_vector_element<In>(x[v], e, nan);
+      }
+    }
+  }
+  __syncthreads();
+
+  // 1. Fine-bin counts and the threshold bin.
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const Raw y = vector_element<In>(x[v], e);
+      if (!In::is_nan(y)) atomicAdd(&sm.hist[0][In::fine_bin_of(y)], 1u);  // not one contended slot for a short row's tail
+    }
+  }
+  __syncthreads();
+  auto counts_of = [&](const unsigned int* h, int (&c)[kBinsPer]) {
+#pragma unroll
+    for (int j = 0; j < kBinsPer / 4; ++j) {
+      const uint4 a = reinterpret_cast<const uint4*>(h)[kBinsPer / 4 * t + j];
+      c[4 * j] = static_cast<int>(a.x);
+      c[4 * j + 1] = static_cast<int>(a.y);
+      c[4 * j + 2] = static_cast<int>(a.z);
+      c[4 * j + 3] = static_cast<int>(a.w);
+    }
+  };
+  int c[kBinsPer];
+  counts_of(sm.hist[0], c);
+  const FoundBin f = scan_threshold<kThreads, kBinsPer>(c, p.k, sm);
+  if (t == 0) {  // the row report, now: its values need no registers later
+    int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
+    out[0] = 0;                                                      // counted here
+    out[1] = f.bin < kTopkFineBins ? f.bin >> 2 : kTopkSelectorBins;  // its selector bin
+    out[2] = f.bin < kTopkFineBins ? f.group : 0;
+    out[3] = f.bin < kTopkFineBins && f.count > kTopkResidentCandidates ? 1 : 0;  // what the resident selector reports
+  }
+
+  // 2. The threshold bin as keys [lo, hi), narrowed by 12-bit digits while more keys are in it than
+  // needed and it holds more than one key. Keys >= hi win; of [lo, hi), all (all_in) or the first
+  // `need` by column (a single key).
+  unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
+  int need = 0, in_bin = 0;
+  if (f.bin < kTopkFineBins) {
+    hi = f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1);
+    lo = In::lowest_key_of_fine_bin(f.bin);
+    need = p.k - f.above;
+    in_bin = f.count;
+  }
+  int round = 1;
+#pragma unroll 1
+  while (in_bin > need && hi - lo > 1) {
+    unsigned int* counts = sm.hist[round & 1];
+    const int shift = max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kRegisterDigitBits);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const Raw y = vector_element<In>(x[v], e);
+        const unsigned int key = In::key(y);
+        if (!In::is_nan(y) && key >= lo && key < hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+      }
+    }
+    // The other buffer was last read before the previous scan's final barrier; the next round counts
+    // into it after this round's barriers.
+#pragma unroll
+    for (int j = 0; j < kBinsPer / 4; ++j)
+      reinterpret_cast<uint4*>(sm.hist[(round + 1) & 1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+    __syncthreads();
+    int d[kBinsPer];
+    counts_of(counts, d);
+    const FoundBin g = scan_threshold<kThreads, kBinsPer>(d, need, sm);
+    const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
+    need -= g.above;
+    const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
+    lo += digit << shift;
+    hi = static_cast<unsigned int>(min(top, static_cast<unsigned long long>(hi)));
+    in_bin = g.count;
+    ++round;
+  }
+  const bool all_in = in_bin == need;  // block-uniform
+
+  // 3. Which columns win, per vector a bit mask; placed by one scan of packed per-vector counts.
+  // FP32 compares values against the bounds as values (two float compares, NaN never passes); 16-bit
+  // logits compare keys (the FP16 conversions spill under 64 registers).
+  // Bit e of mask[v]: element e of vector v has a key >= bound.
+  auto at_least = [&](unsigned int bound, unsigned int (&mask)[kVec]) {
+    const float at = bound_value<In>(bound);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      mask[v] = 0;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const Raw y = vector_element<In>(x[v], e);
+        if constexpr (kPer == 4) {
+          mask[v] |= In::value(y) >= at ? 1u << e : 0u;
+        } else {
+          mask[v] |= !In::is_nan(y) && In::key(y) >= bound ? 1u << e : 0u;
+        }
+      }
+    }
+  };
+  unsigned int win[kVec];
+  at_least(all_in ? lo : hi, win);
+  auto packed_counts = [&](const unsigned int (&m)[kVec]) {
+    Packed w = 0;
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) w |= static_cast<Packed>(__popc(m[v])) << (16 * v);
+    return w;
+  };
+  // Field v of `before`: the columns of vector v of the threads before this one; the vectors before v
+  // come first (field sums of `total`).
+  auto position_base = [&](Packed before, Packed total, int (&base)[kVec]) {
+    int offset = 0;
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      base[v] = offset + static_cast<int>((before >> (16 * v)) & 0xffffu);
+      offset += static_cast<int>((total >> (16 * v)) & 0xffffu);
+    }
+    return offset;
+  };
+  if (!all_in) {  // only the first `need` columns of the single key lo win
+    unsigned int tie[kVec];
+    at_least(lo, tie);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) tie[v] &= ~win[v];
+    Packed total;
+    const Packed before = BlockScan<kThreads>::exclusive(packed_counts(tie), scan_scratch, total);
+    int base[kVec];
+    position_base(before, total, base);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int keep = min(max(need - base[v], 0), __popc(tie[v]));  // the lowest `keep` bits of tie[v]
+      unsigned int m = tie[v];
+      for (int i = 0; i < keep; ++i) m &= m - 1;
+      win[v] |= tie[v] & ~m;
+    }
+  }
+  Packed total;
+  const Packed before = BlockScan<kThreads>::exclusive(packed_counts(win), scan_scratch, total);
+  int base[kVec];
+  const int selected = position_base(before, total, base);
+  const int k = p.k;
+  int* indices = p.indices + static_cast<long long>(r) * k;
+  float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    int at = base[v];
+    const int s = from + (v * kThreads + t) * kPer;
+    for (unsigned int m = win[v]; m != 0; m &= m - 1, ++at) {  // e is not a constant: selects, not local memory
+      const int e = __ffs(static_cast<int>(m)) - 1;
+      indices[at] = output_index(p, r, s + e, start);
+      if (values != nullptr) values[at] = In::value(vector_element<In>(x[v], e));
+    }
+  }
+  for (int i = selected + t; i < k; i += kThreads) {
+    indices[i] = -1;
+    if (values != nullptr) values[i] = negative_infinity();
+  }
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer

@@ -1,0 +1,79 @@
+#pragma once
+// The threshold search of the on-chip top-k selectors (topk_resident.cuh, topk_register.cuh): over bin
+// counts held kPer per thread, best bin first, the bin where the running count reaches k.
+
+namespace flash_indexer {
+namespace kernels {
+
+struct FoundBin {
+  int bin;    // kPer * kThreads: fewer than k counted
+  int above;  // count in bins before `bin`
+  int count;  // count in `bin`
+  int group;  // count in the aligned group of four bins holding `bin` (fine bins: its selector bin)
+  int total;
+};
+
+// The bin where the running count (bin 0 first) reaches k; thread t holds the counts of bins
+// [t * kPer, (t + 1) * kPer). Every thread calls it; two barriers. Smem has warp_sums[kThreads / 32]
+// and found[4].
+template <int kThreads, int kPer, class Smem>
+__device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int own = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) own += c[i];
+  int inclusive = own;
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += y;
+  }
+  if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
+  __syncthreads();
+  // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total the last warp's.
+  constexpr int kWarps = kThreads / 32;
+  int sums = lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0;
+#pragma unroll
+  for (int d = 1; d < kWarps; d <<= 1) {
+    const int y = __shfl_up_sync(0xffffffffu, sums, d);
+    if (lane >= d) sums += y;
+  }
+  const int total = __shfl_sync(0xffffffffu, sums, kWarps - 1);
+  const int warps_before = __shfl_sync(0xffffffffu, sums, (warp + 31) & 31);
+  int before = inclusive - own + (warp > 0 ? warps_before : 0);
+  if (total >= k && before < k && k <= before + own) {  // exactly one thread
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      if (before < k && k <= before + c[i]) {
+        int group = 0;
+        if constexpr (kPer % 4 == 0) {
+#pragma unroll
+          for (int j = 0; j < kPer; ++j) group += (j >> 2) == (i >> 2) ? c[j] : 0;
+        }
+        sm.found[0] = static_cast<int>(threadIdx.x) * kPer + i;
+        sm.found[1] = before;
+        sm.found[2] = c[i];
+        sm.found[3] = group;
+      }
+      before += c[i];
+    }
+  }
+  __syncthreads();
+  FoundBin f;
+  f.total = total;
+  if (total < k) {
+    f.bin = kPer * kThreads;
+    f.above = total;
+    f.count = 0;
+    f.group = 0;
+  } else {
+    f.bin = sm.found[0];
+    f.above = sm.found[1];
+    f.count = sm.found[2];
+    f.group = sm.found[3];
+  }
+  return f;
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer
