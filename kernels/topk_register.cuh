@@ -9,11 +9,12 @@
 //   2. Radix select on the order-preserving keys: the 4096 fine bins (those of the resident selector,
 //      so the row report means the same) find the threshold bin, then 12-bit digits of the keys inside
 //      it narrow it until every key left is needed or it holds a single key. A round is one pass over
-//      the registers and two barriers: one for its counts, one in the threshold search (find_bin: each
-//      warp finds the bin itself).
-//   3. Output: thread t holds the consecutive columns from + t * kRegisterColumns + [0, 16), so one
-//      block scan of (winners, ties) per thread places every winner in column order, and the first ties
-//      by column fill what the winners leave. Ascending columns, the same bytes as every selector.
+//      the registers, a barrier for its counts and the two of the threshold scan.
+//   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer), so the
+//      counts of a thread's vectors, packed 16 bits each into one 64-bit word, are placed in column
+//      order by one block scan. When only some columns of the last key are needed, the same scan over
+//      that key's columns picks the lowest first. Ascending columns, the same bytes as every selector.
+#include "block_scan.cuh"
 #include "topk_common.cuh"
 #include "topk_threshold_scan.cuh"
 
@@ -26,8 +27,9 @@ template <int kThreads>
 struct TopkRegisterSmem {
   // Counts of one round; the next round counts into the other buffer, zeroed meanwhile.
   alignas(16) unsigned int hist[2][kTopkFineBins];
-  unsigned int warp_sums[kThreads / 32];  // find_bin
-  unsigned int scan[kThreads / 32];       // the output scan
+  unsigned long long scan[kThreads / 32];
+  alignas(16) unsigned int warp_sums[kThreads / 32];
+  int found[4];
 };
 
 // Element e (a constant) of a 16-byte vector of kPer logits, and its replacement.
@@ -52,6 +54,16 @@ __device__ __forceinline__ void set_vector_element(uint4& v, int e, typename In:
   }
 }
 
+// Per-vector counts of a thread, 16 bits each: one word for two vectors (16-bit logits), two for four.
+template <int kVec>
+struct PackedCounts {
+  using type = unsigned long long;
+};
+template <>
+struct PackedCounts<2> {
+  using type = unsigned int;
+};
+
 template <LogitsOut kIn, int kThreads>
 __device__ void topk_register(const TopkParams& p) {
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
@@ -62,7 +74,10 @@ __device__ void topk_register(const TopkParams& p) {
   constexpr int kBinsPer = kTopkFineBins / kThreads;  // 8 or 4: whole selector bins per thread
   constexpr int kDigits = 1 << kRegisterDigitBits;
   static_assert(kDigits == kTopkFineBins, "a digit round uses a fine-bin buffer");
+  using Packed = typename PackedCounts<kVec>::type;
+  static_assert(kVec * 16 <= static_cast<int>(8 * sizeof(Packed)), "a thread's vector counts fit 16 bits each");
   __shared__ TopkRegisterSmem<kThreads> sm;
+  Packed* scan_scratch = reinterpret_cast<Packed*>(sm.scan);
 
   const int r = blockIdx.x;
   const int t = static_cast<int>(threadIdx.x);
@@ -70,13 +85,13 @@ __device__ void topk_register(const TopkParams& p) {
                                                 static_cast<long long>(r) * p.logits_stride * sizeof(Raw));
   const bool aligned = (reinterpret_cast<unsigned long long>(row) & 15u) == 0;
   uint4 x[kVec];
-  // This thread's columns [first, first + kRegisterColumns) below the width (the host checked that the
-  // width fits); what lies past it reads as NaN.
-  auto load = [&](int first) {
+  // Columns [from, from + kVec * kThreads * kPer) of the row that lie below the width (the host checked
+  // that the width fits); what lies past it reads as NaN.
+  auto load = [&](int from) {
     const Raw nan = In::nan();
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
-      const int s = first + v * kPer;
+      const int s = from + (v * kThreads + t) * kPer;
       if (aligned && s + kPer <= p.width) {
         x[v] = __ldg(reinterpret_cast<const uint4*>(row + s));
       } else {
@@ -85,8 +100,8 @@ __device__ void topk_register(const TopkParams& p) {
       }
     }
   };
-  int start = 0, first = t * kRegisterColumns;
-  if (p.row_starts == nullptr) load(first);  // before the length arrives: the two latencies overlap
+  int start = 0, from = 0;
+  if (p.row_starts == nullptr) load(0);  // before the length arrives: the two latencies overlap
   // Zeroed while the loads fly; the first barrier below orders it before the counts.
 #pragma unroll
   for (int j = 0; j < kBinsPer / 4; ++j) {
@@ -96,16 +111,20 @@ __device__ void topk_register(const TopkParams& p) {
   const int len = topk_row_length(p, r);
   if (p.row_starts != nullptr) {
     start = topk_row_start(p, r, len);
-    first += aligned_start<kPer>(start);
-    load(first);
+    from = aligned_start<kPer>(start);
+    load(from);
   }
-  if (first < start || first + kRegisterColumns > len) {
+  {
     const Raw nan = In::nan();
 #pragma unroll
-    for (int v = 0; v < kVec; ++v)
+    for (int v = 0; v < kVec; ++v) {
+      const int s = from + (v * kThreads + t) * kPer;
+      if (s < start || s + kPer > len) {
 #pragma unroll
-      for (int e = 0; e < kPer; ++e)
-        if (first + v * kPer + e < start || first + v * kPer + e >= len) set_vector_element<In>(x[v], e, nan);
+        for (int e = 0; e < kPer; ++e)
+          if (s + e < start || s + e >= len) set_vector_element<In>(x[v], e, nan);
+      }
+    }
   }
   __syncthreads();
 
@@ -119,7 +138,19 @@ __device__ void topk_register(const TopkParams& p) {
     }
   }
   __syncthreads();
-  const FoundBin f = find_bin<kThreads, kBinsPer>(sm.hist[0], p.k, sm.warp_sums);
+  auto counts_of = [&](const unsigned int* h, int (&c)[kBinsPer]) {
+#pragma unroll
+    for (int j = 0; j < kBinsPer / 4; ++j) {
+      const uint4 a = reinterpret_cast<const uint4*>(h)[kBinsPer / 4 * t + j];
+      c[4 * j] = static_cast<int>(a.x);
+      c[4 * j + 1] = static_cast<int>(a.y);
+      c[4 * j + 2] = static_cast<int>(a.z);
+      c[4 * j + 3] = static_cast<int>(a.w);
+    }
+  };
+  int c[kBinsPer];
+  counts_of(sm.hist[0], c);
+  const FoundBin f = scan_threshold<kThreads, kBinsPer>(c, p.k, sm);
   if (t == 0) {  // the row report, now: its values need no registers later
     int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
     out[0] = 0;                                                      // counted here
@@ -129,8 +160,8 @@ __device__ void topk_register(const TopkParams& p) {
   }
 
   // 2. The threshold bin as keys [lo, hi), narrowed by 12-bit digits while more keys are in it than
-  // needed and it holds more than one key. Keys >= hi win; of [lo, hi), all (in_bin == need) or the
-  // first `need` by column (a single key).
+  // needed and it holds more than one key. Keys >= hi win; of [lo, hi), all (all_in) or the first
+  // `need` by column (a single key).
   unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
   int need = 0, in_bin = 0;
   if (f.bin < kTopkFineBins) {
@@ -153,13 +184,15 @@ __device__ void topk_register(const TopkParams& p) {
         if (!In::is_nan(y) && key >= lo && key < hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
       }
     }
-    __syncthreads();
-    // The other buffer was last read by the previous search, which every warp left before the barrier
-    // above; the next round counts into it after the search's barrier.
+    // The other buffer was last read before the previous scan's final barrier; the next round counts
+    // into it after this round's barriers.
 #pragma unroll
     for (int j = 0; j < kBinsPer / 4; ++j)
       reinterpret_cast<uint4*>(sm.hist[(round + 1) & 1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
-    const FoundBin g = find_bin<kThreads, kBinsPer>(counts, need, sm.warp_sums);
+    __syncthreads();
+    int d[kBinsPer];
+    counts_of(counts, d);
+    const FoundBin g = scan_threshold<kThreads, kBinsPer>(d, need, sm);
     const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
     need -= g.above;
     const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
@@ -170,67 +203,77 @@ __device__ void topk_register(const TopkParams& p) {
   }
   const bool all_in = in_bin == need;  // block-uniform
 
-  // 3. Which columns win (bit i: column first + i): keys >= hi, and keys in [lo, hi) as ties. FP32
-  // compares values against the bounds as values (NaN never passes); 16-bit logits compare keys.
-  auto at_least = [&](unsigned int bound) {
+  // 3. Which columns win, per vector a bit mask; placed by one scan of packed per-vector counts.
+  // FP32 compares values against the bounds as values (two float compares, NaN never passes); 16-bit
+  // logits compare keys (the FP16 conversions spill under 64 registers).
+  // Bit e of mask[v]: element e of vector v has a key >= bound.
+  auto at_least = [&](unsigned int bound, unsigned int (&mask)[kVec]) {
     const float at = bound_value<In>(bound);
-    unsigned int mask = 0;
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
+      mask[v] = 0;
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw y = vector_element<In>(x[v], e);
-        bool in;
-        if constexpr (kPer == 4) in = In::value(y) >= at;
-        else in = !In::is_nan(y) && In::key(y) >= bound;
-        mask |= in ? 1u << (v * kPer + e) : 0u;
+        if constexpr (kPer == 4) {
+          mask[v] |= In::value(y) >= at ? 1u << e : 0u;
+        } else {
+          mask[v] |= !In::is_nan(y) && In::key(y) >= bound ? 1u << e : 0u;
+        }
       }
     }
-    return mask;
   };
-  const unsigned int win = at_least(all_in ? lo : hi);
-  const unsigned int tie = all_in ? 0u : at_least(lo) & ~win;
-  // Winners <= k and ties < 2^16 before any thread: both fit one word. No barrier after the scan: its
-  // scratch is not used again.
-  const int lane = t & 31, warp = t >> 5;
-  const unsigned int counts = static_cast<unsigned int>(__popc(win)) | static_cast<unsigned int>(__popc(tie)) << 16;
-  unsigned int inclusive = counts;
+  unsigned int win[kVec];
+  at_least(all_in ? lo : hi, win);
+  auto packed_counts = [&](const unsigned int (&m)[kVec]) {
+    Packed w = 0;
 #pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const unsigned int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += y;
-  }
-  if (lane == 31) sm.scan[warp] = inclusive;
-  __syncthreads();
-  unsigned int before = inclusive - counts, total = 0;
+    for (int v = 0; v < kVec; ++v) w |= static_cast<Packed>(__popc(m[v])) << (16 * v);
+    return w;
+  };
+  // Field v of `before`: the columns of vector v of the threads before this one; the vectors before v
+  // come first (field sums of `total`).
+  auto position_base = [&](Packed before, Packed total, int (&base)[kVec]) {
+    int offset = 0;
 #pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) {
-    const unsigned int y = sm.scan[w];
-    before += w < warp ? y : 0u;
-    total += y;
+    for (int v = 0; v < kVec; ++v) {
+      base[v] = offset + static_cast<int>((before >> (16 * v)) & 0xffffu);
+      offset += static_cast<int>((total >> (16 * v)) & 0xffffu);
+    }
+    return offset;
+  };
+  if (!all_in) {  // only the first `need` columns of the single key lo win
+    unsigned int tie[kVec];
+    at_least(lo, tie);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) tie[v] &= ~win[v];
+    Packed total;
+    const Packed before = BlockScan<kThreads>::exclusive(packed_counts(tie), scan_scratch, total);
+    int base[kVec];
+    position_base(before, total, base);
+#pragma unroll
+    for (int v = 0; v < kVec; ++v) {
+      const int keep = min(max(need - base[v], 0), __popc(tie[v]));  // the lowest `keep` bits of tie[v]
+      unsigned int m = tie[v];
+      for (int i = 0; i < keep; ++i) m &= m - 1;
+      win[v] |= tie[v] & ~m;
+    }
   }
-  const int selected = static_cast<int>(total & 0xffffu) + min(need, static_cast<int>(total >> 16));
-  int na = static_cast<int>(before & 0xffffu), nt = static_cast<int>(before >> 16);
+  Packed total;
+  const Packed before = BlockScan<kThreads>::exclusive(packed_counts(win), scan_scratch, total);
+  int base[kVec];
+  const int selected = position_base(before, total, base);
   const int k = p.k;
   int* indices = p.indices + static_cast<long long>(r) * k;
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
-  for (unsigned int m = win | tie; m != 0; m &= m - 1) {  // i is not a constant: selects, not local memory
-    const int i = __ffs(static_cast<int>(m)) - 1;
-    int at;
-    if ((win >> i) & 1u) {
-      at = na + min(nt, need);
-      ++na;
-    } else {
-      at = nt < need ? na + nt : -1;
-      ++nt;
-    }
-    if (at >= 0) {
-      indices[at] = output_index(p, r, first + i, start);
-      if (values != nullptr) {
-        const int v = i / kPer;
-        const uint4 vec = v == 0 ? x[0] : v == 1 ? x[kVec > 1 ? 1 : 0] : v == 2 ? x[kVec > 2 ? 2 : 0] : x[kVec > 3 ? 3 : 0];
-        values[at] = In::value(vector_element<In>(vec, i % kPer));
-      }
+#pragma unroll
+  for (int v = 0; v < kVec; ++v) {
+    int at = base[v];
+    const int s = from + (v * kThreads + t) * kPer;
+    for (unsigned int m = win[v]; m != 0; m &= m - 1, ++at) {  // e is not a constant: selects, not local memory
+      const int e = __ffs(static_cast<int>(m)) - 1;
+      indices[at] = output_index(p, r, s + e, start);
+      if (values != nullptr) values[at] = In::value(vector_element<In>(x[v], e));
     }
   }
   for (int i = selected + t; i < k; i += kThreads) {
