@@ -38,9 +38,10 @@ constexpr int kTopkCandidates = 4096;
 constexpr int kTopkResidentCandidates = 2048;
 // Bytes of one stage of the selector's shared-memory staging ring (topk_split.cuh).
 constexpr int kTopkStageBytes = 2 * kTopkThreads * 16;
-// Logits of a row each thread of the register selector holds (topk_register.cuh): four 16-byte vectors
-// of FP32, two of FP16/BF16 (four spill 200 bytes under the 64 registers of 1024 threads).
-constexpr int kRegisterColumns = 16;
+// The register selector (topk_register.cuh): 1024 threads, each holding 8 FP32 logits of a row (16 in
+// its wide form).
+constexpr int kRegisterThreads = 1024;
+constexpr int kRegisterColumns = 8;
 // Ints per row in the workspace (the row report).
 constexpr int kTopkReportInts = 4;
 

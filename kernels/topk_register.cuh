@@ -1,8 +1,7 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of a row held in registers: one CTA per row, kRegisterColumns logits per
-// thread in 16-byte vectors (512 threads: 8K logits; 1024 threads: 16K). A short row's time
-// is its fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain
-// short:
+// Exact top-k (CONTRACT 4) of a row held in registers: one CTA per row, kColumns logits per thread in
+// 16-byte vectors (1024 threads: 8 or 16 FP32 logits each, rows of 8K or 16K). A short row's time is
+// its fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain short:
 //   1. The row's vectors are requested as soon as its address is known, the length alongside (a decode
 //      row starts at column 0, so only a window start is waited for). Columns outside the window read
 //      as NaN afterwards, so they drop out wherever NaN does. No staging buffer, no candidate buffer.
@@ -10,10 +9,16 @@
 //      so the row report means the same) find the threshold bin, then 12-bit digits of the keys inside
 //      it narrow it until every key left is needed or it holds a single key. A round is one pass over
 //      the registers, a barrier for its counts and the two of the threshold scan.
-//   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer), so the
-//      counts of a thread's vectors, packed 16 bits each into one 64-bit word, are placed in column
-//      order by one block scan. When only some columns of the last key are needed, the same scan over
-//      that key's columns picks the lowest first. Ascending columns, the same bytes as every selector.
+//   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer) (so each
+//      load is coalesced), the counts of a thread's vectors, packed 16 bits each into one word, are
+//      placed in column order by one block scan. When only some columns of the last key are needed,
+//      the same scan over that key's columns picks the lowest first. Ascending columns, the same bytes
+//      as every selector.
+// Measured on the H200 (docs/device-runs.md, runs 60-62): faster than the resident selector for FP32
+// rows (1 x 8K 9.3 -> 8.3 us); FP16/BF16 rows stay on the resident one, which ranks their frequent ties
+// in one step (the register form was 1 us slower there). Tried and slower (run 61): each thread owning
+// 16 consecutive columns (one 32-bit scan for winners and ties, but uncoalesced loads), and a threshold
+// search with one barrier (every warp repeating the final scan).
 #include "block_scan.cuh"
 #include "topk_common.cuh"
 #include "topk_threshold_scan.cuh"
@@ -64,13 +69,14 @@ struct PackedCounts<2> {
   using type = unsigned int;
 };
 
-template <LogitsOut kIn, int kThreads>
+template <LogitsOut kIn, int kThreads, int kColumns>
 __device__ void topk_register(const TopkParams& p) {
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
   using In = TopkInput<kIn>;
   using Raw = typename In::Raw;
   constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));
-  constexpr int kVec = kRegisterColumns / kPer;
+  constexpr int kVec = kColumns / kPer;
+  static_assert(kVec * kPer == kColumns && (kVec == 2 || kVec == 4), "two or four 16-byte vectors per thread");
   constexpr int kBinsPer = kTopkFineBins / kThreads;  // 8 or 4: whole selector bins per thread
   constexpr int kDigits = 1 << kRegisterDigitBits;
   static_assert(kDigits == kTopkFineBins, "a digit round uses a fine-bin buffer");

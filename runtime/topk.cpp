@@ -54,6 +54,8 @@ void TopkConfig::check_supported() const {
   if (registers && (resident || split != 1))
     throw ArgumentError(fmt::format("topk configuration {}: the register selector runs one CTA per row (split 1), got split {}",
                                     key(), split));
+  if (registers && logits != LogitsDType::f32)
+    throw ArgumentError(fmt::format("topk configuration {}: the register selector takes f32 logits", key()));
   if (wide && !registers && (!resident || arch.major < 9))
     throw ArgumentError(fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(),
                                     arch.name()));
@@ -73,9 +75,8 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
     for (int split : supported_topk_splits(arch))
       for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
         configs.push_back({dtype, arch, split, variant >= 1, variant == 2});
-  for (bool wide : {false, true})  // the register selector, 512 and 1024 threads
-    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-      configs.push_back({dtype, arch, 1, false, wide, true});
+  for (bool wide : {false, true})  // the register selector (FP32), 8 and 16 logits per thread
+    configs.push_back({LogitsDType::f32, arch, 1, false, wide, true});
   return configs;
 }
 
@@ -126,8 +127,8 @@ std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch, bool wi
          (16 / (logits == LogitsDType::f32 ? 4 : 2));
 }
 std::int64_t topk_register_columns(LogitsDType logits, bool wide) {
-  (void)logits;  // the same count of every dtype
-  return static_cast<std::int64_t>(wide ? kTopkWideThreads : kernels::kTopkThreads) * kernels::kRegisterColumns;
+  if (logits != LogitsDType::f32) return 0;  // 16-bit rows: the resident selector (kernels/topk_register.cuh says why)
+  return static_cast<std::int64_t>(kernels::kRegisterThreads) * kernels::kRegisterColumns * (wide ? 2 : 1);
 }
 
 // Two CTAs per SM: the per-row path is latency-bound, and a second CTA hides it.
@@ -151,7 +152,7 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
                               int requested_split) {
   const bool automatic = requested_split == 0;
   const int split = automatic ? automatic_topk_split(rows, width, multiprocessors, arch) : requested_split;
-  // A row on one CTA: the register selector (its 512-thread form where that holds the row).
+  // An FP32 row on one CTA: the register selector (8 logits per thread where that holds the row).
   if (split == 1 && width <= topk_register_columns(logits, true))
     return TopkChoice{1, false, width > topk_register_columns(logits, false), true};
   const std::int64_t per = logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
@@ -180,16 +181,16 @@ static KernelSpec topk_register_spec(const TopkConfig& c) {
   spec.key = c.key();
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
-  spec.threads = c.wide ? kTopkWideThreads : kernels::kTopkThreads;
+  spec.threads = kernels::kRegisterThreads;
   spec.smem_bytes = 0;  // static only
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"topk_register.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
-      "  flash_indexer::kernels::topk_register<flash_indexer::kernels::LogitsOut::{in}, {threads}>(p);\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}, 1) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_register<flash_indexer::kernels::LogitsOut::{in}, {threads}, {columns}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
-      fmt::arg("in", logits_name(c.logits)), fmt::arg("ctas", c.wide ? 1 : kTopkCtasPerSm));
+      fmt::arg("in", logits_name(c.logits)), fmt::arg("columns", kernels::kRegisterColumns * (c.wide ? 2 : 1)));
   spec.config = {{"kind", "topk"},
                  {"variant", c.wide ? "register-wide" : "register"},
                  {"split", c.split},

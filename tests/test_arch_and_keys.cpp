@@ -63,10 +63,10 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 4, true}.key() == "topk.resident4.in-f32.sm_90a");
   CHECK(TopkConfig{LogitsDType::f16, Arch{9, 0, true}, 8, true, true}.key() == "topk.residentwide8.in-f16.sm_90a");
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 1, false, false, true}.key() == "topk.register1.in-f32.sm_90a");
-  CHECK(TopkConfig{LogitsDType::bf16, Arch{8, 0, false}, 1, false, true, true}.key() == "topk.registerwide1.in-bf16.sm_80");
+  CHECK(TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true}.key() == "topk.registerwide1.in-f32.sm_80");
   // streaming, resident, wide resident; and the register selector's two forms
-  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 2 * 3);
-  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2 * 3);  // no clusters nor wide resident form before sm_90
+  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 2);
+  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2);  // no clusters nor wide resident form before sm_90
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
     for (const auto& config : supported_topk_configs(arch)) CHECK(TopkConfig::parse_key(config.key()) == config);
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f8.sm_90a"), Contains("topk.split<1|2|4|8>.in-<f32|f16|bf16>"));
@@ -78,11 +78,12 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident.in-f32.sm_90a"), Contains("topk.resident"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide1.in-f32.sm_80"), Contains("needs sm_90"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.register2.in-f32.sm_90a"), Contains("one CTA per row"));
-  CHECK(TopkConfig::parse_key("topk.registerwide1.in-f16.sm_80") == TopkConfig{LogitsDType::f16, Arch{8, 0, false}, 1, false, true, true});
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.register1.in-f16.sm_90a"), Contains("takes f32 logits"));
+  CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged portable MXFP4, top-k, prefill (mqa_logits portable and
   // sm90), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 42 + 36 + 36 + 2);
+  CHECK(specs.size() == 288 + 144 + 48 + 38 + 36 + 36 + 2);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

@@ -26,18 +26,21 @@ void check(const TopkChoice& c, int split, bool resident, bool wide, bool regist
 
 }  // namespace
 
-TEST_CASE("topk kernel choice: a row on one CTA takes the register selector, 512 threads up to 8K", "[topk_choice]") {
+TEST_CASE("topk kernel choice: an FP32 row on one CTA takes the register selector, 16-bit rows the resident one",
+          "[topk_choice]") {
   for (std::int64_t rows : {1, 8, 64, 128, 512}) {
     INFO(rows << " rows");
-    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
-      check(automatic(rows, 2048, dtype), 1, false, false, true);
-      check(automatic(rows, 8192, dtype), 1, false, false, true);
-      check(automatic(rows, 8193, dtype), 1, false, true, true);
-      check(automatic(rows, 16384, dtype), 1, false, true, true);
+    check(automatic(rows, 2048, LogitsDType::f32), 1, false, false, true);
+    check(automatic(rows, 8192, LogitsDType::f32), 1, false, false, true);
+    check(automatic(rows, 8193, LogitsDType::f32), 1, false, true, true);
+    check(automatic(rows, 16384, LogitsDType::f32), 1, false, true, true);
+    for (LogitsDType dtype : {LogitsDType::f16, LogitsDType::bf16}) {
+      check(automatic(rows, 8192, dtype), 1, true, false);
+      check(automatic(rows, 16384, dtype), 1, true, false);
     }
   }
   check(automatic(1, 8192, LogitsDType::f32, Arch{8, 0, false}), 1, false, false, true);
-  // A forced split of 1 too; a row past 16K stays resident (FP16 up to 32K) or streams.
+  // A forced split of 1 too; a row past 16K stays resident or streams.
   check(choose_topk_kernel(64, 12000, LogitsDType::f32, h200, kSms, 1), 1, false, true, true);
   check(choose_topk_kernel(1, 32768, LogitsDType::f16, h200, kSms, 1), 1, true, false);
   check(choose_topk_kernel(1, 16385, LogitsDType::f32, h200, kSms, 1), 1, true, true);
