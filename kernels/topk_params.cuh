@@ -38,10 +38,9 @@ constexpr int kTopkCandidates = 4096;
 constexpr int kTopkResidentCandidates = 2048;
 // Bytes of one stage of the selector's shared-memory staging ring (topk_split.cuh).
 constexpr int kTopkStageBytes = 2 * kTopkThreads * 16;
-// The register selector (topk_register.cuh): 1024 threads, each holding 8 FP32 logits of a row (16 in
-// its wide form).
-constexpr int kRegisterThreads = 1024;
-constexpr int kRegisterColumns = 8;
+// The register selector (topk_register.cuh): each thread holds 16 FP32 logits of a row; 512 threads
+// (two CTAs per SM), 1024 in its wide form.
+constexpr int kRegisterColumns = 16;
 // Ints per row in the workspace (the row report).
 constexpr int kTopkReportInts = 4;
 

@@ -1,6 +1,6 @@
 #pragma once
 // Exact top-k (CONTRACT 4) of a row held in registers: one CTA per row, kColumns logits per thread in
-// 16-byte vectors (1024 threads: 8 or 16 FP32 logits each, rows of 8K or 16K). A short row's time is
+// 16-byte vectors (16 FP32 logits: rows of 8K with 512 threads, 16K with 1024). A short row's time is
 // its fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain short:
 //   1. The row's vectors are requested as soon as its address is known, the length alongside (a decode
 //      row starts at column 0, so only a window start is waited for). Columns outside the window read
@@ -15,7 +15,7 @@
 //      the same scan over that key's columns picks the lowest first. Ascending columns, the same bytes
 //      as every selector.
 // Measured on the H200 (docs/device-runs.md, runs 60-62): faster than the resident selector for FP32
-// rows (1 x 8K 9.3 -> 8.3 us); FP16/BF16 rows stay on the resident one, which ranks their frequent ties
+// rows (1 x 8K 9.3 -> 8.3 us, 512 x 8K 24.0 -> 19.5); FP16/BF16 rows stay on the resident one, which ranks their frequent ties
 // in one step (the register form was 1 us slower there). Tried and slower (run 61): each thread owning
 // 16 consecutive columns (one 32-bit scan for winners and ties, but uncoalesced loads), and a threshold
 // search with one barrier (every warp repeating the final scan).

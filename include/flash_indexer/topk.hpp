@@ -32,8 +32,8 @@ struct TopkConfig {
   // CTA), one CTA per SM (sm_90 or newer): taken only for rows the 512-thread form cannot hold, since it
   // is slower where both fit (its scans and barriers span twice the warps).
   bool wide = false;
-  // The register selector (FP32 logits, one CTA per row, split 1): the row in the registers of 1024
-  // threads, 8K logits, 16K with `wide`. topk() picks it for FP32 rows that fit on one CTA: the fixed
+  // The register selector (FP32 logits, one CTA per row, split 1): the row in registers, 16 logits per
+  // thread: 8K with 512 threads, 16K with `wide` (1024 threads). topk() picks it for FP32 rows that fit on one CTA: the fixed
   // cost per call is its time there.
   bool registers = false;
 
