@@ -39,6 +39,8 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK_THAT(out, Contains("--hist") && !Contains("unknown argument"));
   CHECK(cli("bench topk --ragged 0,x", &out) == 2);
   CHECK(cli("bench logits --dtype f8", &out) == 2);
+  CHECK(cli("bench logits --kv fp8,fp4", &out) == 2);
+  CHECK_THAT(out, Contains("--kv expects fp8 and/or mxfp4, got 'fp4'"));
   CHECK(cli("recall --heads 48", &out) == 2);
   CHECK(cli("", &out) == 2);
   CHECK(cli("frobnicate", &out) == 2);

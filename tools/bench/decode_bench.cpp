@@ -18,7 +18,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   const int max_length = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
   const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
-  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDim, rng);
+  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDim, KvFormat::fp8, rng);
   check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
   std::vector<DecodeBenchRow> out;
   for (int batch : o.batches) {

@@ -19,6 +19,8 @@ struct LogitsBenchOptions {
   std::vector<int> heads = {32, 64};
   std::vector<int> histogram = {0, 1};
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
+  // Key caches: FP8, and MXFP4 (CONTRACT 2.2; only its configurations run: next_n <= 4, H 32/64, D 128).
+  std::vector<KvFormat> kvs = {KvFormat::fp8};
   int head_dim = 128;
   int replays = 50;
   bool cold_l2 = false;
@@ -31,9 +33,10 @@ struct LogitsBenchRow {
   int batch = 0, length = 0, next_n = 0, heads = 0, head_dim = 0;
   bool histogram = false;
   LogitsDType dtype = LogitsDType::f32;
+  KvFormat kv = KvFormat::fp8;
   std::string kernel;        // the kernel key that ran
   double us = 0;             // median
-  double bytes = 0;          // KV blocks (keys + scales) + logits written + q + weights + block table
+  double bytes = 0;          // KV blocks (keys + scales) + logits written + q (+ its exponents) + weights + block table
   double flops = 0;          // 2 * keys * next_n * H * D
   double gbps = 0;           // bytes / time
   double bandwidth_fraction = 0;  // of the measured read bandwidth

@@ -9,21 +9,36 @@ namespace {
 
 constexpr int kBlock = 64;
 
-// 4096 random blocks (valid FP8 keys, positive scales), replicated over the pool.
-void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t block_bytes, int head_dim,
+// Four UE8M0 exponents (one per 32 values) in an int32, each in 2^-4 .. 2^3.
+std::int32_t random_exponents(std::mt19937_64& rng) {
+  std::uint32_t e = 0;
+  for (int g = 0; g < 4; ++g) e |= static_cast<std::uint32_t>(123 + rng() % 8) << (8 * g);
+  return static_cast<std::int32_t>(e);
+}
+
+// 4096 random blocks, replicated over the pool: valid FP8 keys and positive scales, or MXFP4 keys
+// (every byte is two valid E2M1 values) and their exponents.
+void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t block_bytes, int head_dim, KvFormat kv,
                std::mt19937_64& rng) {
   const std::int64_t pattern_blocks = std::min<std::int64_t>(blocks, 4096);
+  const int value_bytes = kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim;
   std::vector<std::uint8_t> host(static_cast<std::size_t>(pattern_blocks * block_bytes));
   std::uniform_real_distribution<float> scale(0.005f, 0.05f);
   for (std::int64_t b = 0; b < pattern_blocks; ++b) {
     std::uint8_t* base = host.data() + b * block_bytes;
-    for (int i = 0; i < kBlock * head_dim; i += 8) {
+    for (int i = 0; i < kBlock * value_bytes; i += 8) {
       std::uint64_t r = rng();
-      for (int k = 0; k < 8; ++k, r >>= 8) base[i + k] = static_cast<std::uint8_t>((r & 0x7f) == 0x7f ? 0x3c : r);
+      for (int k = 0; k < 8; ++k, r >>= 8)
+        base[i + k] = static_cast<std::uint8_t>(kv == KvFormat::fp8 && (r & 0x7f) == 0x7f ? 0x3c : r);
     }
     for (int t = 0; t < kBlock; ++t) {
-      const float s = scale(rng);
-      std::memcpy(base + kBlock * head_dim + 4 * t, &s, 4);
+      if (kv == KvFormat::mxfp4) {
+        const std::int32_t e = random_exponents(rng);
+        std::memcpy(base + kBlock * value_bytes + 4 * t, &e, 4);
+      } else {
+        const float s = scale(rng);
+        std::memcpy(base + kBlock * value_bytes + 4 * t, &s, 4);
+      }
     }
   }
   for (std::int64_t b = 0; b < blocks; b += pattern_blocks) {
@@ -34,25 +49,35 @@ void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t bloc
 
 }  // namespace
 
-PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim,
+PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv,
                          std::mt19937_64& rng)
-    : head_dim_(head_dim), block_bytes_(kBlock * (head_dim + 4)) {
+    : head_dim_(head_dim),
+      kv_(kv),
+      token_bytes_((kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim) + 4),
+      block_bytes_(kBlock * token_bytes_) {
   max_width_ = (static_cast<std::int64_t>(max_length) * 13 / 10 + kBlock) / kBlock * kBlock;
   // Enough distinct blocks for the largest batch, and always several times the 60 MiB L2.
   pool_blocks_ = std::max<std::int64_t>(static_cast<std::int64_t>(max_batch) * (max_width_ / kBlock) * 11 / 10,
                                         (std::int64_t{512} << 20) / block_bytes_);
   pool_ = check::DeviceBuffer(static_cast<std::size_t>(pool_blocks_ * block_bytes_));
-  fill_pool(pool_, pool_blocks_, block_bytes_, head_dim, rng);
-  q_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * max_next_n * max_heads * head_dim);
+  fill_pool(pool_, pool_blocks_, block_bytes_, head_dim, kv, rng);
+  const std::size_t query_heads = static_cast<std::size_t>(max_batch) * max_next_n * max_heads;
+  q_ = check::DeviceBuffer(query_heads * (kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim));
   weights_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * max_next_n * max_heads * 4);
   lens_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * 4);
   table_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * (max_width_ / kBlock) * 4);
   std::vector<std::uint8_t> qh(q_.bytes());
   for (auto& v : qh) {
     v = static_cast<std::uint8_t>(rng());
-    if ((v & 0x7f) == 0x7f) v = 0x38;
+    if (kv == KvFormat::fp8 && (v & 0x7f) == 0x7f) v = 0x38;
   }
   q_.upload(qh.data(), qh.size());
+  if (kv == KvFormat::mxfp4) {
+    q_scales_ = check::DeviceBuffer(query_heads * 4);
+    std::vector<std::int32_t> sh(query_heads);
+    for (auto& e : sh) e = random_exponents(rng);
+    q_scales_.upload(sh.data(), sh.size() * 4);
+  }
   std::normal_distribution<float> normal(0.0f, 0.125f);
   std::vector<float> wh(weights_.bytes() / 4);
   for (auto& w : wh) w = normal(rng);
@@ -77,10 +102,15 @@ void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng) 
 }
 
 TensorView PagedInputs::q(int next_n, int heads) const {
+  if (kv_ == KvFormat::mxfp4) return TensorView::contiguous(q_.data(), DType::u8, {batch_, next_n, heads, head_dim_ / 2});
   return TensorView::contiguous(q_.data(), DType::fp8_e4m3, {batch_, next_n, heads, head_dim_});
 }
+TensorView PagedInputs::q_scales(int next_n, int heads) const {
+  if (kv_ != KvFormat::mxfp4) return TensorView{};
+  return TensorView::contiguous(q_scales_.data(), DType::i32, {batch_, next_n, heads});
+}
 TensorView PagedInputs::kv_cache() const {
-  return TensorView::contiguous(pool_.data(), DType::u8, {pool_blocks_, kBlock, 1, head_dim_ + 4});
+  return TensorView::contiguous(pool_.data(), DType::u8, {pool_blocks_, kBlock, 1, token_bytes_});
 }
 TensorView PagedInputs::weights(int next_n, int heads) const {
   return TensorView::contiguous(weights_.data(), DType::f32, {static_cast<std::int64_t>(batch_) * next_n, heads});

@@ -1,7 +1,8 @@
 #pragma once
-// Benchmark inputs of the paged indexer: a pool of KV blocks much larger than L2 (valid FP8 keys,
-// positive scales), q and weights, and per batch shape the lengths (uniform in [0.7, 1.3] L) and a
-// block table drawn shuffled from the whole pool.
+// Benchmark inputs of the paged indexer: a pool of KV blocks much larger than L2 (valid FP8 keys with
+// positive scales, or MXFP4 keys with exponents near 2^0), q (FP8, or packed E2M1 with its exponents)
+// and weights, and per batch shape the lengths (uniform in [0.7, 1.3] L) and a block table drawn
+// shuffled from the whole pool.
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -14,7 +15,8 @@ namespace flash_indexer::bench {
 class PagedInputs {
  public:
   // Sized for up to max_batch requests of up to 1.3 * max_length keys, next_n x heads x head_dim queries.
-  PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, std::mt19937_64& rng);
+  PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv,
+              std::mt19937_64& rng);
 
   // New lengths and block table for `batch` requests: uniform in [0.7, 1.3] `length`, or all exactly
   // `length` when `fixed` (how DeepGEMM's benchmark draws them: compare like with like).
@@ -28,6 +30,7 @@ class PagedInputs {
 
   // Views for next_n and heads (<= the maxima), and the 1-D lengths.
   TensorView q(int next_n, int heads) const;
+  TensorView q_scales(int next_n, int heads) const;  // MXFP4: int32 [B, next_n, H]; FP8: none (rank 0)
   TensorView kv_cache() const;
   TensorView weights(int next_n, int heads) const;
   TensorView context_lens() const;
@@ -35,8 +38,9 @@ class PagedInputs {
 
  private:
   int head_dim_;
-  std::int64_t block_bytes_, pool_blocks_, max_width_;
-  check::DeviceBuffer pool_, q_, weights_, lens_, table_;
+  KvFormat kv_;
+  std::int64_t token_bytes_, block_bytes_, pool_blocks_, max_width_;
+  check::DeviceBuffer pool_, q_, q_scales_, weights_, lens_, table_;
   std::vector<std::int32_t> ids_, lengths_;
   int batch_ = 0;
   std::int64_t width_ = 0, blocks_read_ = 0;

@@ -12,6 +12,7 @@
 #include "flash_indexer/topk.hpp"
 #include "gpu_timer.hpp"
 #include "kernel_key.hpp"
+#include "kernel_key.hpp"
 #include "logits_bench.hpp"
 #include "prefill_bench.hpp"
 #include "topk_bench.hpp"
@@ -163,6 +164,13 @@ int cmd_bench(const std::string& what, const Args& args) {
   o.replays = args.int_value("--replays", o.replays, 1);
   o.cold_l2 = args.has("--cold-l2");
   o.fixed_length = args.has("--fixed-length");
+  if (auto v = args.value("--kv")) {
+    o.kvs.clear();
+    for (const std::string& name : split_list(*v)) {
+      if (name != "fp8" && name != "mxfp4") throw UsageError(fmt::format("--kv expects fp8 and/or mxfp4, got '{}'", name));
+      o.kvs.push_back(name == "mxfp4" ? fi::KvFormat::mxfp4 : fi::KvFormat::fp8);
+    }
+  }
   if (auto v = args.value("--compare")) {
     if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
     o.compare_portable = true;
@@ -177,19 +185,20 @@ int cmd_bench(const std::string& what, const Args& args) {
   std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s\n",
               gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
               o.fixed_length ? ", every length exactly L" : "");
-  std::printf("%5s %7s %3s %3s %4s %4s %9s %9s %8s %6s %7s %8s %6s%s\n", "B", "L", "n", "H", "hist", "out", "us",
-              "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
+  std::printf("%5s %7s %3s %3s %4s %4s %5s %9s %9s %8s %6s %7s %8s %6s%s\n", "B", "L", "n", "H", "hist", "out", "kv",
+              "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();
   bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
     const char* out = fi::logits_name(r.dtype);
-    std::printf("%5d %7d %3d %3d %4d %4s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
-                r.heads, r.histogram ? 1 : 0, out, r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction, r.tflops,
-                r.bytes / 1e6, r.us / r.floor_us);
-    if (o.compare_portable) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
+    std::printf("%5d %7d %3d %3d %4d %4s %5s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f", r.batch, r.length, r.next_n,
+                r.heads, r.histogram ? 1 : 0, out, fi::kv_name(r.kv), r.us, r.floor_us, r.gbps, 100 * r.bandwidth_fraction,
+                r.tflops, r.bytes / 1e6, r.us / r.floor_us);
+    if (o.compare_portable && r.portable_us > 0) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
     std::printf("\n");
     std::fflush(stdout);
     json.push_back({{"batch", r.batch}, {"length", r.length}, {"next_n", r.next_n}, {"heads", r.heads},
-                    {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kernel", r.kernel},
+                    {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kv", fi::kv_name(r.kv)},
+                    {"kernel", r.kernel},
                     {"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops}, {"gbps", r.gbps},
                     {"bandwidth_fraction", r.bandwidth_fraction}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
                     {"portable_us", r.portable_us}, {"read_bandwidth", bandwidth}});

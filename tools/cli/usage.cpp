@@ -57,7 +57,7 @@ one table row per case. Exits 1 if any case fails.
   --quick            a few small cases instead of the full table
 )"},
     {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
-                               [--hist LIST] [--dtype LIST] [--replays N] [--cold-l2]
+                               [--hist LIST] [--dtype LIST] [--kv LIST] [--replays N] [--cold-l2]
                                [--fixed-length] [--compare portable] [--json FILE]
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
                                [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
@@ -80,6 +80,7 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --heads LIST       default 32,64 (D = 128)
   --hist LIST        0 and/or 1 (default 0,1): the fused histogram / the histogram given to top-k
   --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
+  --kv LIST          logits: key caches among fp8,mxfp4 (default fp8; MXFP4 runs next_n <= 4, H 32/64)
   --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
   --fixed-length     every request exactly L (as DeepGEMM's benchmark draws them), not [0.7, 1.3] L
@@ -88,9 +89,9 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
 
 topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
 (live logits + indices + histogram) per second; the split and selector launched ("sel": str streaming,
-res resident, wide its 1024-thread form; "a8": the automatic choice was split 8); and from the row
-reports how many rows were selected from a sampled cutoff ("sampled") and how many needed extra
-narrowing passes ("passes").
+res resident, wide its 1024-thread form, reg the register selector, regw its 1024-thread form; "a8":
+the automatic choice was split 8); and from the row reports how many rows were selected from a sampled
+cutoff ("sampled") and how many needed extra narrowing passes ("passes").
   --rows LIST        default 1,4,8,32,64,128,512
   --k LIST           default 512,1024,2048
   --ragged LIST      0: every row L long; 1: lengths uniform in [L/2, L] (default 0,1)
