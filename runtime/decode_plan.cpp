@@ -24,8 +24,10 @@ void check_config(const DecodePlanConfig& c) {
   if (c.max_batch < 1 || c.max_batch > 65535) fail("max_batch", "1..65535", c.max_batch);
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
   if (c.max_context < 1 || c.max_context > (std::int64_t{1} << 30)) fail("max_context", "1..2^30", c.max_context);
+  if (c.kv != KvFormat::fp8 && c.kv != KvFormat::mxfp4) fail("kv", "fp8 or mxfp4", static_cast<int>(c.kv));
   PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
   logits.variant = PagedMqaLogitsVariant::portable;
+  logits.kv = c.kv;
   try {
     logits.check_supported();
   } catch (const Error& e) {
@@ -51,6 +53,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
   try {
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits,
                                 current_device_arch()};
+    logits.kv = config_.kv;
     warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
     if (config_.histogram) {
       // run() leaves the histogram out where the top-k rows stay resident (they are counted there).
@@ -106,15 +109,27 @@ TensorView DecodePlan::topk_workspace() const {
 void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
                      const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
                      Stream stream) const {
+  run(q, TensorView{}, kv_cache, weights, context_lens, block_table, indices, stream);
+}
+
+void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache,
+                     const TensorView& weights, const TensorView& context_lens, const TensorView& block_table,
+                     const TensorView& indices, Stream stream) const {
   constexpr std::string_view op = "DecodePlan::run";
   if (memory_ == 0) throw ArgumentError("DecodePlan::run: the plan was moved from");
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
+  const bool mxfp4 = config_.kv == KvFormat::mxfp4;
   TensorChecks qc(op, "q", q);
-  qc.dtype({DType::fp8_e4m3}).rank({4});
+  if (mxfp4) qc.dtype({DType::u8});  // packed E2M1 (config.kv = mxfp4)
+  else qc.dtype({DType::fp8_e4m3});
+  qc.rank({4});
   const std::int64_t batch = q.shape[0];
   if (batch > config_.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config_.max_batch), qc.shape());
-  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads").dim(3, config_.head_dim, "config.head_dim");
+  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads");
+  if (mxfp4) qc.dim(3, config_.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
+  else qc.dim(3, config_.head_dim, "config.head_dim");
   PagedMqaLogitsOptions lo;
+  lo.q_scales = q_scales;
   lo.histogram = histogram(batch);
   const TensorView logits_view = logits(batch);
   const PagedMqaLogitsCall logits_call =

@@ -56,6 +56,7 @@ void require_same(std::vector<std::int32_t> got, std::vector<std::int32_t> want,
 ck::LogitsCase plan_case(const DecodePlanConfig& pc, std::vector<int> lengths, std::mt19937_64& rng) {
   ck::LogitsCase lc;
   lc.config = {pc.next_n, pc.heads, pc.head_dim, 64, pc.histogram, pc.logits, {}};
+  lc.config.kv = pc.kv;
   lc.lengths = std::move(lengths);
   lc.lens_2d = false;
   lc.exact_values = true;
@@ -74,6 +75,8 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       {3, 2, 32, 128, 512, LogitsDType::bf16, 20000, true, true, true},
       {2, 4, 64, 128, 1024, LogitsDType::f32, 12000, false, true, false},
       {3, 3, 16, 64, 7, LogitsDType::f16, 5000, true, false, true},
+      {3, 3, 32, 128, 2048, LogitsDType::f16, 30000, true, true, true, KvFormat::mxfp4},
+      {2, 1, 64, 128, 512, LogitsDType::f32, 9000, false, false, false, KvFormat::mxfp4},
   };
   for (const DecodePlanConfig& pc : configs) {
     DecodePlan plan(pc);
@@ -88,8 +91,11 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       const std::int64_t rows = static_cast<std::int64_t>(batch) * pc.next_n;
       ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
       indices.fill(0x7d);
-      plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table,
-               TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k}), test::gpu_session().stream());
+      const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+      if (pc.kv == KvFormat::mxfp4)
+        plan.run(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
+      else
+        plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
       test::gpu_session().synchronize();
       require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
                    expected_indices(lc, in, pc, plan.width()), pc);

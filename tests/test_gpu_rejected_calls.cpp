@@ -248,6 +248,16 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
       plan.run(bad.v.q, bad.v.kv_cache, bad.v.weights, bad.v.context_lens, bad.v.block_table, bad.indices, stream);
     });
   }
+  // The MXFP4 form on an FP8 plan: a packed query, or exponents for an FP8 one.
+  expect_rejected(outputs, "DecodePlan::run: q: expected dtype float8_e4m3", [&] {
+    TensorView packed = v.q;
+    packed.dtype = DType::u8;
+    plan.run(packed, v.kv_cache, v.weights, v.context_lens, v.block_table, good.indices, stream);
+  });
+  expect_rejected(outputs, "DecodePlan::run: options.q_scales: expected none for an FP8 query", [&] {
+    const TensorView exponents = TensorView::contiguous(indices.data(), DType::i32, {in.batch, pc.next_n, pc.heads});
+    plan.run(v.q, exponents, v.kv_cache, v.weights, v.context_lens, v.block_table, good.indices, stream);
+  });
 
   // The good run: the reference top-k of the reference logits (exact-arithmetic inputs).
   plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, good.indices, stream);

@@ -348,6 +348,10 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, std::int64_t{1} << 40}), Contains("config.max_context"));
   CHECK_THROWS_WITH(DecodePlan({1, 0, 64, 128, 2048, LogitsDType::f16, 1000}), Contains("next_n in 1..8"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 96, 2048, LogitsDType::f16, 1000}), Contains("head_dim in {64, 128}"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 16, 128, 2048, LogitsDType::f16, 1000, true, false, false, KvFormat::mxfp4}),
+                    Contains("DecodePlan: paged_mqa_logits configuration") && Contains("the MXFP4 cache is built for"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, 1000, true, false, false, static_cast<KvFormat>(3)}),
+                    Contains("config.kv: expected fp8 or mxfp4, got 3"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, static_cast<LogitsDType>(7), 1000}),
                     Contains("expected logits f32, f16 or bf16, got 7"));
   c = {};

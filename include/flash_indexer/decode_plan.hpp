@@ -24,6 +24,9 @@ struct DecodePlanConfig {
   bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
+  // The key cache: FP8, or MXFP4 (CONTRACT 2.2: next_n 1..4, H 32/64, D 128; the portable logits kernel),
+  // whose run() takes the packed query and its exponents (the q_scales overload).
+  KvFormat kv = KvFormat::fp8;
 };
 
 class DecodePlan {
@@ -42,6 +45,11 @@ class DecodePlan {
   // Under a captured graph the shapes (B) are fixed at capture: capture one graph per batch size, or
   // capture max_batch and give the unused requests length 0 (they cost almost nothing and get -1).
   void run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
+           Stream stream) const;
+  // The MXFP4 form (config.kv = mxfp4): q uint8 [B, next_n, H, D / 2] (packed E2M1) and q_scales int32
+  // [B, next_n, H], as paged_mqa_logits() takes them (options.q_scales).
+  void run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
            const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
            Stream stream) const;
 
