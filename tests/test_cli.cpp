@@ -42,6 +42,9 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK(cli("bench logits --kv fp8,fp4", &out) == 2);
   CHECK_THAT(out, Contains("--kv expects fp8 and/or mxfp4, got 'fp4'"));
   CHECK(cli("recall --heads 48", &out) == 2);
+  CHECK(cli("recall --kv fp4", &out) == 2);
+  CHECK_THAT(out, Contains("--kv expects mxfp4, got 'fp4'"));
+  CHECK(cli("recall --kv mxfp4 --heads 16", &out) == 2);
   CHECK(cli("", &out) == 2);
   CHECK(cli("frobnicate", &out) == 2);
   CHECK_THAT(out, Contains("unknown command 'frobnicate'"));

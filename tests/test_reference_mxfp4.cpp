@@ -8,6 +8,7 @@
 #include <random>
 
 #include "flash_indexer/reference.hpp"
+#include "test_support.hpp"
 
 using namespace flash_indexer;
 namespace ref = flash_indexer::reference;
@@ -179,4 +180,49 @@ TEST_CASE("MXFP4 reference on a hand-checked logit, where an 0xFF exponent zeroe
   CHECK(out[0] == 18.0);
   CHECK(out[1] == 0.0);
   CHECK(out[2] == -std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("MXFP4 quantization: nearest E2M1, ties to the even code, an exponent that fits the group's largest",
+          "[reference][mxfp4]") {
+  using reference::e2m1_nibble_of;
+  for (std::uint8_t code = 0; code < 16; ++code) {
+    if (code == 8) continue;  // -0 encodes as +0
+    CHECK(e2m1_nibble_of(reference::fp4_e2m1_to_float(code)) == code);
+  }
+  CHECK(e2m1_nibble_of(0.25f) == 0);   // between 0 and 0.5: the even code 0
+  CHECK(e2m1_nibble_of(0.75f) == 2);   // between 0.5 (code 1) and 1 (code 2)
+  CHECK(e2m1_nibble_of(2.5f) == 4);    // between 2 (code 4) and 3 (code 5)
+  CHECK(e2m1_nibble_of(5.0f) == 6);    // between 4 (code 6) and 6 (code 7)
+  CHECK(e2m1_nibble_of(-0.7f) == 0x9);  // nearest -0.5
+  CHECK(e2m1_nibble_of(100.0f) == 7);  // saturates
+  CHECK(e2m1_nibble_of(-0.1f) == 0);   // rounds to zero, no negative zero
+
+  std::mt19937_64 rng(test::fresh_seed());
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> x(128);
+  for (auto& v : x) v = normal(rng) * std::ldexp(1.0f, static_cast<int>(rng() % 21) - 10);
+  x[40] = 0.0f;
+  for (int i = 64; i < 96; ++i) x[i] = 0.0f;  // an all-zero group
+  std::vector<std::uint8_t> packed(64);
+  const std::int32_t scales = reference::mxfp4_quantize(x.data(), 128, packed.data());
+  for (int g = 0; g < 4; ++g) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[g * 32 + i]));
+    const int e = static_cast<int>((static_cast<std::uint32_t>(scales) >> (8 * g)) & 0xffu) - 127;
+    INFO("group " << g << " amax " << amax << " exponent " << e);
+    if (amax == 0.0f) {
+      CHECK(e == -127);
+    } else {
+      CHECK(amax <= std::ldexp(6.0, e));      // the largest fits
+      CHECK(amax > std::ldexp(6.0, e - 1));   // and the next smaller exponent would not
+    }
+    for (int i = 0; i < 32; ++i) {
+      const double got = reference::mxfp4_value(packed.data(), scales, g * 32 + i);
+      const double want = reference::fp4_e2m1_to_float(reference::e2m1_nibble_of(static_cast<float>(std::ldexp(x[g * 32 + i], -e))));
+      CHECK(got == std::ldexp(want, e));
+      // No E2M1 value times 2^e is nearer to x than the one chosen.
+      for (std::uint8_t code = 0; code < 16; ++code)
+        CHECK(std::fabs(std::ldexp(reference::fp4_e2m1_to_float(code), e) - x[g * 32 + i]) >= std::fabs(got - x[g * 32 + i]));
+    }
+  }
 }

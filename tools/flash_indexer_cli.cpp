@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     if (command == "warm") valued = {"--arch", "--manifest", "--jobs", "--cache-dir"};
     if (command == "list") flags = {"--json"};
     if (command == "check") flags = {"--quick"}, valued = {};
-    if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed"};
+    if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed", "--kv"};
     if (command == "bench")
       flags = {"--cold-l2", "--fixed-length"}, valued = {"--batch", "--lengths", "--next-n", "--heads", "--hist", "--dtype", "--replays",
                                        "--compare", "--json", "--rows", "--k", "--ragged", "--split", "--input", "--width",

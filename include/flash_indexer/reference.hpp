@@ -51,6 +51,38 @@ inline double mxfp4_value(const std::uint8_t* packed, std::int32_t scales, int i
   return static_cast<double>(fp4_e2m1_to_float(nibble)) * ue8m0_to_double(exponent);
 }
 
+// The E2M1 nibble nearest to x (ties to the even code; beyond 6 saturates to +-6; NaN is not expected).
+inline std::uint8_t e2m1_nibble_of(float x) {
+  const float a = std::fabs(x);
+  std::uint8_t best = 0;
+  for (std::uint8_t code = 1; code < 8; ++code) {
+    const float d = std::fabs(fp4_e2m1_to_float(code) - a), best_d = std::fabs(fp4_e2m1_to_float(best) - a);
+    if (d < best_d || (d == best_d && (code & 1u) == 0)) best = code;
+  }
+  return static_cast<std::uint8_t>(best | (std::signbit(x) && best != 0 ? 8u : 0u));
+}
+
+// Quantizes n (a multiple of 32, at most 128) values to MXFP4 the usual way (OCP MX): per 32 values the
+// exponent 2^e with e = ceil(log2(amax / 6)) (so the largest fits E2M1's 6), clamped to UE8M0's
+// -127..127, each value the nearest E2M1 of x / 2^e. `packed` gets n / 2 bytes, low nibble first;
+// the result packs the exponent bytes, group 0 in the lowest (CONTRACT 2.2).
+inline std::int32_t mxfp4_quantize(const float* x, int n, std::uint8_t* packed) {
+  std::uint32_t scales = 0;
+  for (int g = 0; g * 32 < n; ++g) {
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[g * 32 + i]));
+    int e = amax > 0.0f ? static_cast<int>(std::ceil(std::log2(static_cast<double>(amax) / 6.0))) : -127;
+    e = std::clamp(e, -127, 127);
+    scales |= static_cast<std::uint32_t>(e + 127) << (8 * g);
+    for (int i = 0; i < 32; i += 2) {
+      const std::uint8_t lo = e2m1_nibble_of(static_cast<float>(std::ldexp(static_cast<double>(x[g * 32 + i]), -e)));
+      const std::uint8_t hi = e2m1_nibble_of(static_cast<float>(std::ldexp(static_cast<double>(x[g * 32 + i + 1]), -e)));
+      packed[(g * 32 + i) / 2] = static_cast<std::uint8_t>(lo | hi << 4);
+    }
+  }
+  return static_cast<std::int32_t>(scales);
+}
+
 // FP32 -> FP16 bits, round to nearest even (the one definition lives in coarse_bins.hpp).
 inline std::uint16_t float_to_f16_bits(float x) { return flash_indexer::float_to_f16_bits(x); }
 

@@ -134,6 +134,12 @@ int cmd_recall(const Args& args) {
   o.rows = args.int_value("--rows", o.rows, 1);
   o.seed = static_cast<std::uint64_t>(args.int_value("--seed", 1, 0));
   if (auto l = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *l);
+  bool mxfp4 = false;
+  if (auto v = args.value("--kv")) {
+    if (*v != "mxfp4") throw UsageError(fmt::format("--kv expects mxfp4, got '{}'", *v));
+    if (o.heads == 16) throw UsageError("--kv mxfp4 expects --heads 32 or 64 (the MXFP4 cache's configurations)");
+    mxfp4 = true;
+  }
   std::string why;
   if (!fi::driver::available(&why)) {
     std::fprintf(stderr, "recall needs a GPU: %s\n", why.c_str());
@@ -142,10 +148,12 @@ int cmd_recall(const Args& args) {
   ck::GpuSession gpu;
   std::printf("flash-indexer recall on %s: k = %d, H = %d, D = %d, %d rows per length, seed %llu\n",
               gpu.device_name().c_str(), o.k, o.heads, o.head_dim, o.rows, static_cast<unsigned long long>(o.seed));
-  std::printf("%-8s %-6s %10s %10s %10s %14s %12s\n", "length", "logits", "mean", "median", "worst", "changed/row", "max changed");
-  for (const auto& s : ck::measure_recall(gpu, o))
-    std::printf("%-8d %-6s %9.3f%% %9.3f%% %9.3f%% %14.2f %12d\n", s.length, s.dtype == fi::LogitsDType::f16 ? "FP16" : "BF16",
-                100 * s.mean, 100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
+  std::printf("%-8s %-6s %10s %10s %10s %14s %12s\n", "length", mxfp4 ? "cache" : "logits", "mean", "median", "worst",
+              "changed/row", "max changed");
+  for (const auto& s : mxfp4 ? ck::measure_mxfp4_recall(gpu, o) : ck::measure_recall(gpu, o))
+    std::printf("%-8d %-6s %9.3f%% %9.3f%% %9.3f%% %14.2f %12d\n", s.length,
+                s.kv == fi::KvFormat::mxfp4 ? "MXFP4" : s.dtype == fi::LogitsDType::f16 ? "FP16" : "BF16", 100 * s.mean,
+                100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
   return 0;
 }
 

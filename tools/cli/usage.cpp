@@ -114,18 +114,21 @@ over the whole [T, N], then topk over the windows), per T x N (D = 128).
   --heads LIST       default 64
   --dtype LIST       default f16
 )"},
-    {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S]
+    {"recall", R"(usage: flash-indexer recall [--k K] [--heads H] [--rows N] [--lengths L1,L2,...] [--seed S] [--kv mxfp4]
 
 On synthetic indexer inputs (FP8 q and k from N(0, 4), per-head weights of mixed sign, next_n = 1),
 computes the logits as FP32, FP16 and BF16 with the fused histogram, selects the exact top-k of each,
 and prints the recall of the FP32 set per context length: mean, median, worst row, and the number of
-indices per row that differ.
+indices per row that differ. With --kv mxfp4: the same keys and queries quantized to MXFP4 (per 32
+values the exponent that fits the largest, each value the nearest E2M1), FP32 logits, and the recall of
+the FP8 cache's set.
 
   --k K              top-k size (default 2048)
   --heads H          16, 32 or 64 (default 64)
   --rows N           requests per length (default 16)
   --lengths LIST     context lengths (default 8192,32768,65536,131072)
   --seed S           input seed (default 1)
+  --kv mxfp4         compare the MXFP4 cache with the FP8 cache instead (heads 32 or 64)
 )"},
 };
 
