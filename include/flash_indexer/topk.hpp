@@ -33,12 +33,12 @@ struct TopkConfig {
   // is slower where both fit (its scans and barriers span twice the warps).
   bool wide = false;
   // The register selector (FP32 logits, one CTA per row, split 1): the row in registers, 16 logits per
-  // thread: 8K with 512 threads, 16K with `wide` (1024 threads). topk() picks it for FP32 rows that fit on one CTA: the fixed
-  // cost per call is its time there.
+  // thread: 8K with 512 threads, 16K with `wide` (1024 threads). topk() picks it for FP32 rows that fit
+  // on one CTA: the fixed cost per call is its time there.
   bool registers = false;
 
   // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a, topk.residentwide8.in-f32.sm_90a,
-  // topk.register1.in-f32.sm_90a, topk.registerwide1.in-bf16.sm_90a
+  // topk.register1.in-f32.sm_90a, topk.registerwide1.in-f32.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;
