@@ -1,7 +1,7 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of a row held in registers: one CTA per row, kColumns logits per thread in
-// 16-byte vectors (16 FP32 logits: rows of 8K with 512 threads, 16K with 1024). A short row's time is
-// its fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain short:
+// Exact top-k (CONTRACT 4) of an FP32 row held in registers: one CTA per row, kColumns logits per
+// thread in 16-byte vectors (16: rows of 8K with 512 threads, 16K with 1024). A short row's time is its
+// fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain short:
 //   1. The row's vectors are requested as soon as its address is known, the length alongside (a decode
 //      row starts at column 0, so only a window start is waited for). Columns outside the window read
 //      as NaN afterwards, so they drop out wherever NaN does. No staging buffer, no candidate buffer.
@@ -14,11 +14,12 @@
 //      placed in column order by one block scan. When only some columns of the last key are needed,
 //      the same scan over that key's columns picks the lowest first. Ascending columns, the same bytes
 //      as every selector.
-// Measured on the H200 (docs/device-runs.md, runs 60-62): faster than the resident selector for FP32
-// rows (1 x 8K 9.3 -> 8.3 us, 512 x 8K 24.0 -> 19.5); FP16/BF16 rows stay on the resident one, which ranks their frequent ties
-// in one step (the register form was 1 us slower there). Tried and slower (run 61): each thread owning
-// 16 consecutive columns (one 32-bit scan for winners and ties, but uncoalesced loads), and a threshold
-// search with one barrier (every warp repeating the final scan).
+// Measured on the H200 (docs/device-runs.md, runs 60-65): faster than the resident selector for FP32
+// rows (1 x 8K 9.3 -> 8.2 us, 512 x 8K 24.0 -> 19.9); FP16/BF16 rows stay on the resident one (a
+// register form was 1 us slower there in run 60, as fast in run 65: their frequent ties). Tried and
+// slower: each thread owning 16 consecutive columns (uncoalesced loads) and a threshold search with
+// one barrier (run 61), ranking a threshold bin of few keys each against all instead of a digit round
+// (run 65).
 #include "block_scan.cuh"
 #include "topk_common.cuh"
 #include "topk_threshold_scan.cuh"
@@ -37,53 +38,29 @@ struct TopkRegisterSmem {
   int found[4];
 };
 
-// Element e (a constant) of a 16-byte vector of kPer logits, and its replacement.
-template <class In>
-__device__ __forceinline__ typename In::Raw vector_element(const uint4& v, int e) {
-  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const int i = kPer == 4 ? e : e >> 1;
-  const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-  if constexpr (kPer == 4) return In::from_bits(word);
-  else return In::from_bits(word >> ((e & 1) * 16));
+// Element e of a vector of four logits, and its replacement (selects on e, never local memory).
+__device__ __forceinline__ float vector_element(const uint4& v, int e) {
+  return float_from_bits(e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w);
 }
-template <class In>
-__device__ __forceinline__ void set_vector_element(uint4& v, int e, typename In::Raw x) {
-  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const int i = kPer == 4 ? e : e >> 1;
-  unsigned int& word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-  if constexpr (kPer == 4) {
-    word = float_bits(x);
-  } else {
-    const int shift = (e & 1) * 16;
-    word = (word & ~(0xffffu << shift)) | (static_cast<unsigned int>(x) << shift);
-  }
+__device__ __forceinline__ void set_vector_element(uint4& v, int e, float x) {
+  unsigned int& word = e == 0 ? v.x : e == 1 ? v.y : e == 2 ? v.z : v.w;
+  word = float_bits(x);
 }
-
-// Per-vector counts of a thread, 16 bits each: one word for two vectors (16-bit logits), two for four.
-template <int kVec>
-struct PackedCounts {
-  using type = unsigned long long;
-};
-template <>
-struct PackedCounts<2> {
-  using type = unsigned int;
-};
 
 template <LogitsOut kIn, int kThreads, int kColumns>
 __device__ void topk_register(const TopkParams& p) {
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
+  static_assert(kIn == LogitsOut::f32, "FP32 rows (16-bit ones stay on the resident selector)");
   using In = TopkInput<kIn>;
   using Raw = typename In::Raw;
-  constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));
+  constexpr int kPer = 4;  // logits per 16-byte vector
   constexpr int kVec = kColumns / kPer;
-  static_assert(kVec * kPer == kColumns && (kVec == 2 || kVec == 4), "two or four 16-byte vectors per thread");
+  static_assert(kVec == 4, "four 16-byte vectors per thread: the counts pack 16 bits each into one 64-bit word");
   constexpr int kBinsPer = kTopkFineBins / kThreads;  // 8 or 4: whole selector bins per thread
   constexpr int kDigits = 1 << kRegisterDigitBits;
   static_assert(kDigits == kTopkFineBins, "a digit round uses a fine-bin buffer");
-  using Packed = typename PackedCounts<kVec>::type;
-  static_assert(kVec * 16 <= static_cast<int>(8 * sizeof(Packed)), "a thread's vector counts fit 16 bits each");
+  using Packed = unsigned long long;
   __shared__ TopkRegisterSmem<kThreads> sm;
-  Packed* scan_scratch = reinterpret_cast<Packed*>(sm.scan);
 
   const int r = blockIdx.x;
   const int t = static_cast<int>(threadIdx.x);
@@ -102,7 +79,7 @@ __device__ void topk_register(const TopkParams& p) {
         x[v] = __ldg(reinterpret_cast<const uint4*>(row + s));
       } else {
 #pragma unroll
-        for (int e = 0; e < kPer; ++e) set_vector_element<In>(x[v], e, s + e < p.width ? In::load(row, s + e) : nan);
+        for (int e = 0; e < kPer; ++e) set_vector_element(x[v], e, s + e < p.width ? In::load(row, s + e) : nan);
       }
     }
   };
@@ -128,7 +105,7 @@ __device__ void topk_register(const TopkParams& p) {
       if (s < start || s + kPer > len) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e)
-          if (s + e < start || s + e >= len) set_vector_element<In>(x[v], e, nan);
+          if (s + e < start || s + e >= len) set_vector_element(x[v], e, nan);
       }
     }
   }
@@ -139,7 +116,7 @@ __device__ void topk_register(const TopkParams& p) {
   for (int v = 0; v < kVec; ++v) {
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
-      const Raw y = vector_element<In>(x[v], e);
+      const Raw y = vector_element(x[v], e);
       if (!In::is_nan(y)) atomicAdd(&sm.hist[0][In::fine_bin_of(y)], 1u);  // not one contended slot for a short row's tail
     }
   }
@@ -185,7 +162,7 @@ __device__ void topk_register(const TopkParams& p) {
     for (int v = 0; v < kVec; ++v) {
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
-        const Raw y = vector_element<In>(x[v], e);
+        const Raw y = vector_element(x[v], e);
         const unsigned int key = In::key(y);
         if (!In::is_nan(y) && key >= lo && key < hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
       }
@@ -210,23 +187,15 @@ __device__ void topk_register(const TopkParams& p) {
   const bool all_in = in_bin == need;  // block-uniform
 
   // 3. Which columns win, per vector a bit mask; placed by one scan of packed per-vector counts.
-  // FP32 compares values against the bounds as values (two float compares, NaN never passes); 16-bit
-  // logits compare keys (the FP16 conversions spill under 64 registers).
-  // Bit e of mask[v]: element e of vector v has a key >= bound.
+  // Bit e of mask[v]: element e of vector v has a key >= bound, compared as values (a float compare;
+  // NaN never passes).
   auto at_least = [&](unsigned int bound, unsigned int (&mask)[kVec]) {
     const float at = bound_value<In>(bound);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
       mask[v] = 0;
 #pragma unroll
-      for (int e = 0; e < kPer; ++e) {
-        const Raw y = vector_element<In>(x[v], e);
-        if constexpr (kPer == 4) {
-          mask[v] |= In::value(y) >= at ? 1u << e : 0u;
-        } else {
-          mask[v] |= !In::is_nan(y) && In::key(y) >= bound ? 1u << e : 0u;
-        }
-      }
+      for (int e = 0; e < kPer; ++e) mask[v] |= In::value(vector_element(x[v], e)) >= at ? 1u << e : 0u;
     }
   };
   unsigned int win[kVec];
@@ -254,7 +223,7 @@ __device__ void topk_register(const TopkParams& p) {
 #pragma unroll
     for (int v = 0; v < kVec; ++v) tie[v] &= ~win[v];
     Packed total;
-    const Packed before = BlockScan<kThreads>::exclusive(packed_counts(tie), scan_scratch, total);
+    const Packed before = BlockScan<kThreads>::exclusive(packed_counts(tie), sm.scan, total);
     int base[kVec];
     position_base(before, total, base);
 #pragma unroll
@@ -266,7 +235,7 @@ __device__ void topk_register(const TopkParams& p) {
     }
   }
   Packed total;
-  const Packed before = BlockScan<kThreads>::exclusive(packed_counts(win), scan_scratch, total);
+  const Packed before = BlockScan<kThreads>::exclusive(packed_counts(win), sm.scan, total);
   int base[kVec];
   const int selected = position_base(before, total, base);
   const int k = p.k;
@@ -279,7 +248,7 @@ __device__ void topk_register(const TopkParams& p) {
     for (unsigned int m = win[v]; m != 0; m &= m - 1, ++at) {  // e is not a constant: selects, not local memory
       const int e = __ffs(static_cast<int>(m)) - 1;
       indices[at] = output_index(p, r, s + e, start);
-      if (values != nullptr) values[at] = In::value(vector_element<In>(x[v], e));
+      if (values != nullptr) values[at] = In::value(vector_element(x[v], e));
     }
   }
   for (int i = selected + t; i < k; i += kThreads) {
