@@ -72,12 +72,14 @@ def _dtype_name(dtype):
 
 
 def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *, stream=None,
-                     fill_masked=False, histogram=None, variant="automatic"):
+                     fill_masked=False, histogram=None, variant="automatic", q_scales=None):
     """Writes the paged MQA logits (CONTRACT 1, 2, 5) into `logits`, optionally adding the coarse
-    histogram into `histogram`. Shapes and dtypes as the C++ paged_mqa_logits."""
+    histogram into `histogram`. Shapes and dtypes as the C++ paged_mqa_logits. With `q_scales` (int32
+    [B, next_n, H]) the cache is MXFP4 (CONTRACT 2.2) and q its packed E2M1 query (uint8 [B, next_n, H,
+    D / 2])."""
     _ext.paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, logits,
                           stream=current_stream(stream), fill_masked=fill_masked, histogram=histogram,
-                          variant=variant)
+                          variant=variant, q_scales=q_scales)
     return logits
 
 
@@ -124,16 +126,17 @@ class DecodePlan(_ext.DecodePlan):
     workspace allocated once. Create it with the CUDA device current (e.g. after torch.cuda.init())."""
 
     def __init__(self, *, max_batch, next_n, heads, head_dim, k, logits="float16", max_context=131072,
-                 histogram=True, physical_slots=False, sorted=False):
+                 histogram=True, physical_slots=False, sorted=False, kv="fp8"):
         super().__init__(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
                          logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
-                         physical_slots=physical_slots, sorted=sorted)
+                         physical_slots=physical_slots, sorted=sorted, kv=kv)
 
-    def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None):
+    def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.
-        Capturable in torch.cuda.graph (the stream defaults to the current torch stream)."""
+        Capturable in torch.cuda.graph (the stream defaults to the current torch stream). A plan with
+        kv="mxfp4" takes the packed E2M1 query and its exponents (`q_scales`, int32 [B, next_n, H])."""
         super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
-                    stream=current_stream(stream))
+                    stream=current_stream(stream), q_scales=q_scales)
         return indices
 
 

@@ -78,10 +78,18 @@ fi::TensorView device_view(const std::string& op, const std::string& name, const
 
 // q is FP8 E4M3 by contract: its raw bytes as uint8 are taken as such (the Python layer passes torch's
 // float8_e4m3fn tensors as a uint8 view, not relying on torch exporting float8 through DLPack).
-fi::TensorView query_view(const std::string& op, const AnyArray& a) {
+// q as uint8 bytes is FP8 E4M3 (torch has no float8 in DLPack), unless it is the packed E2M1 query of
+// the MXFP4 cache (`packed`: its exponents were given).
+fi::TensorView query_view(const std::string& op, const AnyArray& a, bool packed = false) {
   fi::TensorView v = device_view(op, "q", a);
-  if (v.dtype == fi::DType::u8) v.dtype = fi::DType::fp8_e4m3;
+  if (v.dtype == fi::DType::u8 && !packed) v.dtype = fi::DType::fp8_e4m3;
   return v;
+}
+
+fi::KvFormat kv_format_of(const std::string& op, const std::string& name) {
+  if (name == "fp8") return fi::KvFormat::fp8;
+  if (name == "mxfp4") return fi::KvFormat::mxfp4;
+  throw fi::ArgumentError(fmt::format("{}: kv: expected fp8 or mxfp4, got '{}'", op, name));
 }
 
 fi::TensorView optional_view(const std::string& op, const std::string& name, const std::optional<AnyArray>& a) {
@@ -276,13 +284,15 @@ NB_MODULE(_flash_indexer, m) {
   m.def(
       "paged_mqa_logits",
       [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray logits,
-         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, const std::string& variant) {
+         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, const std::string& variant,
+         std::optional<AnyArray> q_scales) {
         constexpr const char* op = "paged_mqa_logits";
         fi::PagedMqaLogitsOptions o;
         o.fill_masked = fill_masked;
         o.histogram = optional_view(op, "histogram", histogram);
         o.variant = variant_of(op, variant);
-        const fi::TensorView qv = query_view(op, q), kv = device_view(op, "kv_cache", kv_cache),
+        o.q_scales = optional_view(op, "q_scales", q_scales);
+        const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                              wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                              tv = device_view(op, "block_table", block_table), ov = device_view(op, "logits", logits);
         nb::gil_scoped_release release;  // the first call of a configuration may compile for seconds
@@ -290,10 +300,11 @@ NB_MODULE(_flash_indexer, m) {
       },
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
-      nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic",
+      nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic", nb::arg("q_scales").none() = nb::none(),
       "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
       "there; q may also be given as its FP8 bytes, uint8). Optionally adds the coarse histogram of each row "
-      "into `histogram` (int32 [rows, 1024]).");
+      "into `histogram` (int32 [rows, 1024]). With `q_scales` (int32 [B, next_n, H]) q is the packed E2M1 "
+      "query (uint8 [B, next_n, H, D / 2]) of the MXFP4 cache.");
 
   m.def(
       "mqa_logits",
@@ -400,7 +411,7 @@ NB_MODULE(_flash_indexer, m) {
       .def(
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
-             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted) {
+             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv) {
             fi::DecodePlanConfig c;
             c.max_batch = max_batch;
             c.next_n = next_n;
@@ -412,27 +423,30 @@ NB_MODULE(_flash_indexer, m) {
             c.histogram = histogram;
             c.physical_slots = physical_slots;
             c.sorted = sorted;
+            c.kv = kv_format_of("DecodePlan", kv);
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c);
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
-          nb::arg("physical_slots") = false, nb::arg("sorted") = false)
+          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8")
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
-             AnyArray block_table, AnyArray indices, std::uintptr_t stream) {
+             AnyArray block_table, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> q_scales) {
             constexpr const char* op = "DecodePlan.run";
-            const fi::TensorView qv = query_view(op, q), kv = device_view(op, "kv_cache", kv_cache),
+            const fi::TensorView sv = optional_view(op, "q_scales", q_scales);
+            const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                                  wv = device_view(op, "weights", weights),
                                  lv = device_view(op, "context_lens", context_lens),
                                  tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
             nb::gil_scoped_release release;
-            plan.run(qv, kv, wv, lv, tv, iv, stream_of(stream));
+            plan.run(qv, sv, kv, wv, lv, tv, iv, stream_of(stream));
           },
           nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
-          nb::arg("indices"), nb::kw_only(), nb::arg("stream"),
-          "Writes the top-k indices (int32 [B * next_n, k]) of one decode step on `stream`.")
+          nb::arg("indices"), nb::kw_only(), nb::arg("stream"), nb::arg("q_scales").none() = nb::none(),
+          "Writes the top-k indices (int32 [B * next_n, k]) of one decode step on `stream`; an MXFP4 plan "
+          "(kv='mxfp4') takes the packed query and its exponents (`q_scales`).")
       .def_prop_ro("width", &fi::DecodePlan::width, "Columns of the plan's logits buffer.")
       .def_prop_ro("workspace_bytes", &fi::DecodePlan::workspace_bytes, "Device memory the plan holds.")
       .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })

@@ -58,6 +58,10 @@ def test_bad_configurations_raise_value_error():
         fi.warm_paged_mqa_logits(1, 64, 128, variant="fast")
     with pytest.raises(ValueError, match="expected heads in"):
         fi.warm_paged_mqa_logits(1, 48, 128)
+    with pytest.raises(ValueError, match="DecodePlan: kv: expected fp8 or mxfp4, got 'fp4'"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, kv="fp4")
+    with pytest.raises(ValueError, match="the MXFP4 cache is built for"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=16, head_dim=128, k=2048, kv="mxfp4")
 
 
 def test_cache_directory_override(tmp_path):
@@ -355,3 +359,7 @@ def test_fp8_queries_cross_as_their_bytes(monkeypatch):
     with pytest.raises(ValueError, match="paged_mqa_logits: q: expected a CUDA tensor"):
         z = np.zeros(4, np.int32)
         fi.paged_mqa_logits(np.zeros((1, 1, 64, 128), np.uint8), z, z, z, z, z, stream=0)
+    # The MXFP4 query's exponents are checked as the other arguments are.
+    with pytest.raises(ValueError, match="paged_mqa_logits: q_scales: expected a CUDA tensor"):
+        fi.paged_mqa_logits(np.zeros((1, 1, 64, 64), np.uint8), z, z, z, z, z, stream=0,
+                            q_scales=np.zeros((1, 1, 64), np.int32))
