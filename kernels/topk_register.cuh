@@ -157,7 +157,7 @@ __device__ void topk_register(const TopkParams& p) {
 #pragma unroll 1
   while (in_bin > need && hi - lo > 1) {
     unsigned int* counts = sm.hist[round & 1];
-    const int shift = max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kRegisterDigitBits);
+    const int shift = digit_shift<kRegisterDigitBits>(lo, hi);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
 #pragma unroll

@@ -287,7 +287,7 @@ __device__ void topk_resident(const TopkParams& p) {
 #pragma unroll 1
   while (in_bin > kResidentCandidates && hi - lo > 1) {
     if (kCluster > 1 && passes > 0) cluster::sync();  // the other CTAs have read this CTA's digits
-    const int shift = max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kRefineBits);
+    const int shift = digit_shift<kRefineBits>(lo, hi);
     for (int i = threadIdx.x; i < kDigits; i += kThreads) sm.digits[i] = 0;
     __syncthreads();
 #pragma unroll 1

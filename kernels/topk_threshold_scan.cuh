@@ -75,5 +75,11 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
   return f;
 }
 
+// A digit round over the keys in [lo, hi): the shift that leaves kBits-bit digits of key - lo.
+template <int kBits>
+__device__ __forceinline__ int digit_shift(unsigned int lo, unsigned int hi) {
+  return max(0, 32 - __clz(static_cast<int>(hi - 1u - lo)) - kBits);
+}
+
 }  // namespace kernels
 }  // namespace flash_indexer
