@@ -99,8 +99,7 @@ int cmd_bench_decode(const Args& args) {
   namespace bn = fi::bench;
   bn::DecodeBenchOptions o;
   apply_shape_options(args, o);
-  o.k = args.int_value("--k", o.k, 1);
-  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.k = parse_k(args, o.k);
   o.replays = args.int_value("--replays", o.replays, 1);
   const auto bench_gpu = open_bench_gpu("decode");
   if (!bench_gpu) return 1;
@@ -130,8 +129,7 @@ int cmd_bench_prefill(const Args& args) {
   if (auto v = args.value("--lengths")) o.keys = parse_int_list("--lengths", *v);
   if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
   if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
-  o.k = args.int_value("--k", o.k, 1);
-  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.k = parse_k(args, o.k);
   o.replays = args.int_value("--replays", o.replays, 1);
   const auto bench_gpu = open_bench_gpu("prefill");
   if (!bench_gpu) return 1;

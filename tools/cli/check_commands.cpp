@@ -127,8 +127,7 @@ int cmd_check(const Args& args) {
 int cmd_recall(const Args& args) {
   namespace ck = fi::check;
   ck::RecallOptions o;
-  o.k = args.int_value("--k", o.k, 1);
-  if (o.k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, o.k));
+  o.k = parse_k(args, o.k);
   o.heads = args.int_value("--heads", o.heads, 1);
   if (o.heads != 16 && o.heads != 32 && o.heads != 64) throw UsageError(fmt::format("--heads expects 16, 32 or 64, got {}", o.heads));
   o.rows = args.int_value("--rows", o.rows, 1);

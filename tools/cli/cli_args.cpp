@@ -1,5 +1,7 @@
 #include "cli_args.hpp"
 
+#include "flash_indexer/topk.hpp"
+
 namespace flash_indexer::cli {
 
 std::vector<std::string> split_list(const std::string& text) {
@@ -51,6 +53,12 @@ std::vector<int> parse_flags(const std::string& name, const std::string& text) {
     out.push_back(item == "1");
   }
   return out;
+}
+
+int parse_k(const Args& args, int fallback) {
+  const int k = args.int_value("--k", fallback, 1);
+  if (k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects 1..{}, got {}", fi::kMaxTopk, k));
+  return k;
 }
 
 }  // namespace flash_indexer::cli

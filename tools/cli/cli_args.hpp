@@ -77,5 +77,7 @@ std::vector<int> parse_int_list(const std::string& name, const std::string& text
 std::vector<fi::LogitsDType> parse_dtypes(const std::string& text);
 // 0 and/or 1.
 std::vector<int> parse_flags(const std::string& name, const std::string& text);
+// --k, one top-k size in 1..kMaxTopk (`fallback` without it).
+int parse_k(const Args& args, int fallback);
 
 }  // namespace flash_indexer::cli
