@@ -143,9 +143,9 @@ void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const Tens
   const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, topk_workspace(), to);
   if (batch == 0) return;
   TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
-  // The resident selector counts its rows itself and reads no histogram: for such widths the plan
+  // The register and resident selectors count their rows themselves and read no histogram: there the plan
   // neither zeroes nor fuses one (the same checks pass without it).
-  const bool histogram_used = config_.histogram && !topk_launch.resident;
+  const bool histogram_used = config_.histogram && !topk_launch.on_chip;
   PagedMqaLogitsCall logits_used = logits_call;
   if (!histogram_used) {
     logits_used.config.histogram = false;  // the kernel without the fused count

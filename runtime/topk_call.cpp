@@ -152,7 +152,7 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
                       : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide, c.registers}, stream);
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
-  launch.resident = c.on_chip();
+  launch.on_chip = c.on_chip();
   return launch;
 }
 

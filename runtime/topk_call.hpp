@@ -25,7 +25,7 @@ struct TopkLaunch {
   const LoadedKernel* kernel = nullptr;
   kernels::TopkParams params{};
   unsigned grid = 0;  // rows * split CTAs
-  bool resident = false;  // the resident selector, which counts its rows itself (a given histogram is not read)
+  bool on_chip = false;  // the register or resident selector, which counts its rows itself (a given histogram is not read)
 };
 
 // Not for an empty call.
