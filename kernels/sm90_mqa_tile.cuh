@@ -66,7 +66,10 @@ struct Sm90MqaTile {
   static constexpr int kN = kRows * kHeads;
   static_assert(kN <= 256, "one wgmma tile in N");
   static_assert(kHeads % 8 == 0, "an 8-column wgmma group never spans two query rows");
-  static constexpr int kChunk = kN % 64 == 0 ? 64 : kN % 32 == 0 ? 32 : 16;
+  // One wgmma as wide as N up to 128 (N = 256: two of 128), so each k-step reads the key tile from
+  // shared memory once per 128 columns. The accumulators of chunk c, group g are those of group
+  // c * kChunk / 8 + g of one wide tile, so the head sums below run in the same order for any chunking.
+  static constexpr int kChunk = kN % 128 == 0 ? 128 : kN % 64 == 0 ? 64 : kN % 32 == 0 ? 32 : 16;
   static constexpr int kChunks = kN / kChunk;
   static constexpr int kKeyBytes = 64 * kHeadDim;
   using Mma = sm90::WgmmaFp8<kChunk>;
