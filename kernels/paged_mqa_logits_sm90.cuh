@@ -5,7 +5,7 @@
 // rows, so each block is read once. The last warpgroup is the producer: one thread loads the request's
 // Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
 // FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales), each completing on a
-// "full" mbarrier. The consumer warpgroups (2 or 3, sm90_consumers) take the
+// "full" mbarrier. The consumer warpgroups (2 or 4, sm90_consumers) take the
 // blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
 //
 //   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0),  S = K * Q^T by wgmma
@@ -77,6 +77,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 
   const int warpgroup = tid / 128;
   if (warpgroup == kSm90Consumers) {
+    if constexpr (sm90_reconfigures_registers(kN)) sm90::set_max_registers_dec<kSm90ProducerRegisters>();
     if (tid == kSm90Consumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
       sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
@@ -130,6 +131,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
     }
   } else {
+    if constexpr (sm90_reconfigures_registers(kN)) sm90::set_max_registers_inc<kSm90ConsumerRegisters>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
