@@ -53,21 +53,14 @@ struct PagedMqaLogitsSm90Params {
 constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
 
 // Consumer warpgroups per CTA, by the wgmma N = next_n * heads. Up to N = 64 (<= 66 registers) two
-// CTAs fit an SM, so two consumers each; up to 128 one CTA with four, which fit only because the
-// producer warpgroup hands registers over to them (sm90_reconfigures_registers); beyond, the 128
-// accumulator registers per thread leave room for two. A stage always goes to the same consumer
-// (stage % consumers) and the same store warp (stage % 3), so no waiter ever waits on a barrier a
-// phase ahead: 6 stages, 12 with four consumers.
+// CTAs fit an SM, so two consumers each; up to 128 one CTA with four (640 threads: the 96 registers
+// each that this leaves hold a consumer's 64 accumulators without spilling), so that a consumer's
+// epilogue overlaps three others' wgmma; beyond, the 128 accumulator registers per thread leave room
+// for two. A stage always goes to the same consumer (stage % consumers) and the same store warp
+// (stage % 3), so no waiter ever waits on a barrier a phase ahead: 6 stages, 12 with four consumers.
 constexpr int sm90_consumers(int n) { return n <= 64 ? 2 : n <= 128 ? 4 : 2; }
 constexpr int sm90_stages(int n) { return sm90_consumers(n) == 4 ? 12 : 6; }
 constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // + the producer warpgroup
-
-// Four consumers and the producer are 640 threads, 96 registers each at launch; the producer
-// warpgroup (one loading thread, three store warps) gives up 40 of them so that each consumer can
-// hold its 64 accumulators and the head sums in 112 (128 x 56 + 512 x 112 <= 65536).
-constexpr bool sm90_reconfigures_registers(int n) { return sm90_consumers(n) == 4; }
-constexpr int kSm90ProducerRegisters = 56;
-constexpr int kSm90ConsumerRegisters = 112;
 
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 

@@ -77,7 +77,6 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 
   const int warpgroup = tid / 128;
   if (warpgroup == kSm90Consumers) {
-    if constexpr (sm90_reconfigures_registers(kN)) sm90::set_max_registers_dec<kSm90ProducerRegisters>();
     if (tid == kSm90Consumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
       sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
@@ -131,7 +130,6 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
     }
   } else {
-    if constexpr (sm90_reconfigures_registers(kN)) sm90::set_max_registers_inc<kSm90ConsumerRegisters>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
