@@ -66,8 +66,12 @@ constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
 struct Sm90Layout {
-  int q, k, scales, weights, values, histogram, barriers, invalid, bytes;
+  int q, k, scales, weights, values, histogram, barriers, invalid, block_ids, bytes;
 };
+
+// A CTA's KV blocks (its split of one request), at most; the host's split never exceeds it. The paged
+// kernel stages the split's block ids in shared memory (Sm90Layout::block_ids).
+constexpr int kSm90MaxBlocksPerSplit = 64;
 // `stages`: 0 for sm90_stages (the paged kernel); the prefill kernel sets its own.
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0) {
   if (stages == 0) stages = sm90_stages(next_n * heads);
@@ -80,7 +84,8 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
   l.histogram = l.values + stages * next_n * 64 * 4;
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);
   l.invalid = l.barriers + (4 * stages + 1) * 8;
-  l.bytes = l.invalid + stages * 4 + 1024;  // + slack to align the base to 1024
+  l.block_ids = l.invalid + stages * 4;
+  l.bytes = l.block_ids + kSm90MaxBlocksPerSplit * 4 + 1024;  // + slack to align the base to 1024
   return l;
 }
 

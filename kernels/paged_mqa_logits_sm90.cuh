@@ -69,13 +69,33 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   }
   if (count == 0) return;
 
+  // The split's block ids, one coalesced load by the producer warp issued before the prologue: read
+  // one by one ahead of each TMA, a global load's latency per block bounds the stream (one producer
+  // per SM at N = 128).
+  const int warpgroup = tid / 128;
+  const bool producer_warp = tid / 32 == kSm90Consumers * 4;
+  static_assert(kSm90MaxBlocksPerSplit == 64, "two block ids per lane");
+  int ids[2] = {-1, -1};
+  if (producer_warp) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int i = tid % 32 + 32 * h;
+      const int block_index = first + i;
+      if (i < count && block_index < p.max_blocks)
+        ids[h] = p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index];
+    }
+  }
+
   if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
     for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) sm.hist[i] = 0;
   for (int i = tid; i < kN; i += kSm90Threads) sm.weights[i] = p.weights[static_cast<long long>(b) * kN + i];
+  if (producer_warp) {
+    sm.block_ids[tid % 32] = ids[0];
+    sm.block_ids[tid % 32 + 32] = ids[1];
+  }
   __syncthreads();
 
-  const int warpgroup = tid / 128;
   if (warpgroup == kSm90Consumers) {
     if (tid == kSm90Consumers * 128) {  // the producer thread
       sm90::prefetch_tensor_map(&params.kv_map);
@@ -84,10 +104,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       for (int i = 0; i < count; ++i) {
         const int stage = i % kSm90Stages;
         if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kSm90Stages) - 1) & 1);
-        const int block_index = first + i;
-        const int id = block_index < p.max_blocks
-                           ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index]
-                           : -1;
+        const int id = sm.block_ids[i];
         const bool valid = id >= 0 && id < p.num_blocks;
         sm.invalid[stage] = !valid;
         if (valid) {

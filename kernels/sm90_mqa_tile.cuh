@@ -30,7 +30,8 @@ struct Sm90MqaSmem {
   unsigned long long* scores_full;
   unsigned long long* scores_free;
   unsigned long long* q_full;
-  int* invalid;  // [stage]
+  int* invalid;    // [stage]
+  int* block_ids;  // [kSm90MaxBlocksPerSplit] (the paged kernel)
 
   __device__ __forceinline__ Sm90MqaSmem(unsigned char* raw, const Sm90Layout& l) {
     unsigned char* smem = raw + ((1024u - (sm90::smem_address(raw) & 1023u)) & 1023u);  // 128B swizzle: 1024-aligned
@@ -46,6 +47,7 @@ struct Sm90MqaSmem {
     scores_free = scores_full + kStages;
     q_full = scores_free + kStages;
     invalid = reinterpret_cast<int*>(smem + l.invalid);
+    block_ids = reinterpret_cast<int*>(smem + l.block_ids);
   }
 
   // By one thread; the block synchronizes before any barrier is used.

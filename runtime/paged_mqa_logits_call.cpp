@@ -198,7 +198,7 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   const std::int64_t total = width_blocks * call.batch;
   const std::int64_t target_ctas = 2 * static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1));
   launch.sm90_params.blocks_per_split =
-      static_cast<int>(std::clamp<std::int64_t>((total + target_ctas - 1) / target_ctas, 1, 64));
+      static_cast<int>(std::clamp<std::int64_t>((total + target_ctas - 1) / target_ctas, 1, kernels::kSm90MaxBlocksPerSplit));
   launch.grid_x = static_cast<unsigned>((width_blocks + launch.sm90_params.blocks_per_split - 1) /
                                         launch.sm90_params.blocks_per_split);
   launch.grid_y = call.batch;
