@@ -2,8 +2,9 @@
 // Paged MQA logits on Hopper (sm_90a): TMA + FP8 wgmma, warp-specialized.
 //
 // One CTA covers `blocks_per_split` consecutive KV blocks of one request, for all of its next_n query
-// rows, so each block is read once. The last warpgroup is the producer: one thread loads the request's
-// Q tile once, then streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
+// rows, so each block is read once. The last warpgroup is the producer: its first warp stages the
+// split's block ids in shared memory (one coalesced load), then one thread loads the request's Q tile
+// once and streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
 // FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales), each completing on a
 // "full" mbarrier. The consumer warpgroups (2 or 4, sm90_consumers) take the
 // blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
