@@ -48,11 +48,8 @@ __device__ void mqa_logits_portable(const MqaLogitsParams& p) {
     constexpr int kChunksPerKey = kHeadDim / 16;
     for (int c = tid; c < columns * kChunksPerKey; c += kMqaThreads) {
       const int key = c / kChunksPerKey, dim = (c % kChunksPerKey) * 16;
-      const uint4 raw = *reinterpret_cast<const uint4*>(p.kv + static_cast<long long>(s0 + key) * p.kv_stride + dim);
-      const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        key_s[key * kKeyStride + dim + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+      fp8x16_to_float(*reinterpret_cast<const uint4*>(p.kv + static_cast<long long>(s0 + key) * p.kv_stride + dim),
+                      key_s + key * kKeyStride + dim);
     }
     for (int i = tid; i < columns; i += kMqaThreads) scale_s[i] = p.kv_scales[s0 + i];
   }
@@ -72,12 +69,7 @@ __device__ void mqa_logits_portable(const MqaLogitsParams& p) {
     {
       const unsigned char* q = p.q + static_cast<long long>(t) * (kHeads * kHeadDim);
       constexpr int kChunks = kHeads * kHeadDim / 16;
-      for (int c = tid; c < kChunks; c += kMqaThreads) {
-        const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
-        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-        for (int i = 0; i < 16; ++i) query_s[c * 16 + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
-      }
+      for (int c = tid; c < kChunks; c += kMqaThreads) fp8x16_to_float(reinterpret_cast<const uint4*>(q)[c], query_s + c * 16);
       for (int h = tid; h < kHeads; h += kMqaThreads) weight_s[h] = p.weights[static_cast<long long>(t) * kHeads + h];
     }
     __syncthreads();

@@ -36,6 +36,26 @@ __device__ __forceinline__ float mxfp4_to_float(unsigned int nibble, float scale
   return (nibble & 8u) ? -value : value;
 }
 
+// The scale of the 32-element group g of an MXFP4 vector, from its four packed exponents (byte g).
+__device__ __forceinline__ float mxfp4_group_scale(int exponents, int g) {
+  return ue8m0_to_float((static_cast<unsigned int>(exponents) >> (8 * g)) & 0xffu);
+}
+
+// 16 bytes of FP8 E4M3 to out[0..15].
+__device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* out) {
+  const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 16; ++i) out[i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+}
+
+// 16 bytes of packed E2M1 (32 values of one group, low nibble first) times the group's scale, to
+// out[0..31].
+__device__ __forceinline__ void mxfp4x32_to_float(const uint4& raw, float scale, float* out) {
+  const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 32; ++i) out[i] = mxfp4_to_float(words[i / 8] >> (4 * (i % 8)), scale);
+}
+
 __device__ __forceinline__ float f16_bits_to_float(unsigned short h) {
   float x;
   asm("cvt.f32.f16 %0, %1;" : "=f"(x) : "h"(h));

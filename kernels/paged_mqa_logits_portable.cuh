@@ -75,26 +75,18 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
       const int* exponents = reinterpret_cast<const int*>(block + kBlockSize * kHeadDim / 2);
       constexpr int kChunks = kBlockSize * kHeadDim / 32;
       for (int c = tid; c < kChunks; c += kPortableThreads) {
-        const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
         const int key = (c * 32) / kHeadDim;
         const int dim = (c * 32) % kHeadDim;
-        const float scale = ue8m0_to_float((static_cast<unsigned int>(exponents[key]) >> (8 * (dim / 32))) & 0xffu);
-        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-        for (int i = 0; i < 32; ++i)
-          key_s[key * Smem::kKeyStride + dim + i] = mxfp4_to_float(words[i / 8] >> (4 * (i % 8)), scale);
+        mxfp4x32_to_float(reinterpret_cast<const uint4*>(block)[c], mxfp4_group_scale(exponents[key], dim / 32),
+                          key_s + key * Smem::kKeyStride + dim);
       }
       for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = 1.0f;
     } else {
       constexpr int kChunks = kBlockSize * kHeadDim / 16;
       for (int c = tid; c < kChunks; c += kPortableThreads) {
-        const uint4 raw = reinterpret_cast<const uint4*>(block)[c];
         const int key = (c * 16) / kHeadDim;
         const int dim = (c * 16) % kHeadDim;
-        const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-        for (int i = 0; i < 16; ++i)
-          key_s[key * Smem::kKeyStride + dim + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
+        fp8x16_to_float(reinterpret_cast<const uint4*>(block)[c], key_s + key * Smem::kKeyStride + dim);
       }
       const float* scales = reinterpret_cast<const float*>(block + kBlockSize * kHeadDim);
       for (int i = tid; i < kBlockSize; i += kPortableThreads) scale_s[i] = scales[i];
@@ -119,23 +111,14 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
         const unsigned char* q = p.q + row * (kHeads * kHeadDim / 2);
         constexpr int kChunks = kHeads * kHeadDim / 32;  // 16 bytes: 32 values of one head
         for (int c = tid; c < kChunks; c += kPortableThreads) {
-          const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
           const int head = (c * 32) / kHeadDim, dim = (c * 32) % kHeadDim;
-          const float scale =
-              ue8m0_to_float((static_cast<unsigned int>(p.q_scales[row * kHeads + head]) >> (8 * (dim / 32))) & 0xffu);
-          const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int i = 0; i < 32; ++i) query_s[c * 32 + i] = mxfp4_to_float(words[i / 8] >> (4 * (i % 8)), scale);
+          mxfp4x32_to_float(reinterpret_cast<const uint4*>(q)[c], mxfp4_group_scale(p.q_scales[row * kHeads + head], dim / 32),
+                            query_s + c * 32);
         }
       } else {
         const unsigned char* q = p.q + row * (kHeads * kHeadDim);
         constexpr int kChunks = kHeads * kHeadDim / 16;
-        for (int c = tid; c < kChunks; c += kPortableThreads) {
-          const uint4 raw = reinterpret_cast<const uint4*>(q)[c];
-          const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-          for (int i = 0; i < 16; ++i) query_s[c * 16 + i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
-        }
+        for (int c = tid; c < kChunks; c += kPortableThreads) fp8x16_to_float(reinterpret_cast<const uint4*>(q)[c], query_s + c * 16);
       }
       for (int h = tid; h < kHeads; h += kPortableThreads) weight_s[h] = p.weights[row * kHeads + h];
     }

@@ -145,26 +145,19 @@ __device__ void topk_register(const TopkParams& p) {
   // 2. The threshold bin as keys [lo, hi), narrowed by 12-bit digits while more keys are in it than
   // needed and it holds more than one key. Keys >= hi win; of [lo, hi), all (all_in) or the first
   // `need` by column (a single key).
-  unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
-  int need = 0, in_bin = 0;
-  if (f.bin < kTopkFineBins) {
-    hi = f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1);
-    lo = In::lowest_key_of_fine_bin(f.bin);
-    need = p.k - f.above;
-    in_bin = f.count;
-  }
+  ThresholdKeys th = threshold_keys_of_fine_bin<In>(f, p.k, kTopkFineBins);
   int round = 1;
 #pragma unroll 1
-  while (in_bin > need && hi - lo > 1) {
+  while (th.count > th.need && th.hi - th.lo > 1) {
     unsigned int* counts = sm.hist[round & 1];
-    const int shift = digit_shift<kRegisterDigitBits>(lo, hi);
+    const int shift = digit_shift<kRegisterDigitBits>(th.lo, th.hi);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
 #pragma unroll
       for (int e = 0; e < kPer; ++e) {
         const Raw y = vector_element(x[v], e);
         const unsigned int key = In::key(y);
-        if (!In::is_nan(y) && key >= lo && key < hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+        if (!In::is_nan(y) && key >= th.lo && key < th.hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
       }
     }
     // The other buffer was last read before the previous scan's final barrier; the next round counts
@@ -175,16 +168,11 @@ __device__ void topk_register(const TopkParams& p) {
     __syncthreads();
     int d[kBinsPer];
     counts_of(counts, d);
-    const FoundBin g = scan_threshold<kThreads, kBinsPer>(d, need, sm);
-    const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
-    need -= g.above;
-    const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
-    lo += digit << shift;
-    hi = static_cast<unsigned int>(min(top, static_cast<unsigned long long>(hi)));
-    in_bin = g.count;
+    const FoundBin g = scan_threshold<kThreads, kBinsPer>(d, th.need, sm);
+    narrow_to_digit<kDigits>(th, g, shift);
     ++round;
   }
-  const bool all_in = in_bin == need;  // block-uniform
+  const bool all_in = th.count == th.need;  // block-uniform
 
   // 3. Which columns win, per vector a bit mask; placed by one scan of packed per-vector counts.
   // Bit e of mask[v]: element e of vector v has a key >= bound, compared as values (a float compare;
@@ -199,7 +187,7 @@ __device__ void topk_register(const TopkParams& p) {
     }
   };
   unsigned int win[kVec];
-  at_least(all_in ? lo : hi, win);
+  at_least(all_in ? th.lo : th.hi, win);
   auto packed_counts = [&](const unsigned int (&m)[kVec]) {
     Packed w = 0;
 #pragma unroll
@@ -219,7 +207,7 @@ __device__ void topk_register(const TopkParams& p) {
   };
   if (!all_in) {  // only the first `need` columns of the single key lo win
     unsigned int tie[kVec];
-    at_least(lo, tie);
+    at_least(th.lo, tie);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) tie[v] &= ~win[v];
     Packed total;
@@ -228,7 +216,7 @@ __device__ void topk_register(const TopkParams& p) {
     position_base(before, total, base);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
-      const int keep = min(max(need - base[v], 0), __popc(tie[v]));  // the lowest `keep` bits of tie[v]
+      const int keep = min(max(th.need - base[v], 0), __popc(tie[v]));  // the lowest `keep` bits of tie[v]
       unsigned int m = tie[v];
       for (int i = 0; i < keep; ++i) m &= m - 1;
       win[v] |= tie[v] & ~m;

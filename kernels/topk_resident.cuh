@@ -276,18 +276,12 @@ __device__ void topk_resident(const TopkParams& p) {
   }
 
   // 2. The threshold bin as keys [lo, hi), narrowed while it outgrows the candidate buffer.
-  unsigned int lo = In::kMinKey, hi = In::kMinKey;  // fewer than k: every selectable column wins
-  int need = 0, in_bin = 0, passes = 0;
-  if (f.bin < kTopkFineBins) {
-    hi = f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1);
-    lo = In::lowest_key_of_fine_bin(f.bin);
-    need = k - f.above;
-    in_bin = f.count;
-  }
+  ThresholdKeys th = threshold_keys_of_fine_bin<In>(f, k, kTopkFineBins);
+  int passes = 0;
 #pragma unroll 1
-  while (in_bin > kResidentCandidates && hi - lo > 1) {
+  while (th.count > kResidentCandidates && th.hi - th.lo > 1) {
     if (kCluster > 1 && passes > 0) cluster::sync();  // the other CTAs have read this CTA's digits
-    const int shift = digit_shift<kRefineBits>(lo, hi);
+    const int shift = digit_shift<kRefineBits>(th.lo, th.hi);
     for (int i = threadIdx.x; i < kDigits; i += kThreads) sm.digits[i] = 0;
     __syncthreads();
 #pragma unroll 1
@@ -297,7 +291,7 @@ __device__ void topk_resident(const TopkParams& p) {
       for (int e = 0; e < kPer; ++e) {
         const typename In::Raw x = Tile::element(v, e);
         const unsigned int key = In::key(x);
-        if (!In::is_nan(x) && key >= lo && key < hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+        if (!In::is_nan(x) && key >= th.lo && key < th.hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
       }
     }
     sync_all();
@@ -305,20 +299,15 @@ __device__ void topk_resident(const TopkParams& p) {
     int d[kDigitsPer];
 #pragma unroll
     for (int i = 0; i < kDigitsPer; ++i) d[i] = static_cast<int>(cluster_sum(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
-    const FoundBin g = scan_threshold<kThreads, kDigitsPer>(d, need, sm);
-    const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
-    need -= g.above;
-    const unsigned long long top = static_cast<unsigned long long>(lo) + (static_cast<unsigned long long>(digit + 1) << shift);
-    lo += digit << shift;
-    hi = static_cast<unsigned int>(min(top, static_cast<unsigned long long>(hi)));
-    in_bin = g.count;
+    const FoundBin g = scan_threshold<kThreads, kDigitsPer>(d, th.need, sm);
+    narrow_to_digit<kDigits>(th, g, shift);
     ++passes;
   }
 
   // 3. Select: above the interval into the bitmap, inside it as candidates (or ties, for a single key).
-  const bool single = hi - lo <= 1;
+  const bool single = th.hi - th.lo <= 1;
   {
-    const float above_at = bound_value<In>(hi), candidate_at = bound_value<In>(lo);
+    const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
     unsigned long long above = 0, inside = 0;  // bit i: this thread's i-th logit
     auto classify = [&](const uint4& v, int u) {
       unsigned int a = 0, b = 0;
@@ -376,10 +365,10 @@ __device__ void topk_resident(const TopkParams& p) {
 
   // 4. Which candidates win: all of them when exactly `need` are in the interval, else they are ranked:
   // a single CTA's few each against all, more (and a cluster's) by digit rounds on the leader.
-  unsigned int win_at = hi, tie_from = lo;
-  int tie_slots = single ? need : 0;
+  unsigned int win_at = th.hi, tie_from = th.lo;
+  int tie_slots = single ? th.need : 0;
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
-  if (!single && total_candidates > need) {
+  if (!single && total_candidates > th.need) {
     if constexpr (kCluster > 1) {
       if (rank != 0) {
         const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
@@ -387,16 +376,16 @@ __device__ void topk_resident(const TopkParams& p) {
       }
       cluster::sync();
       if (rank == 0) {
-        rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+        rank_candidates(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
         if (threadIdx.x >= 1 && threadIdx.x < kCluster)
           for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
       }
       cluster::sync();
     } else if (total_candidates <= kThreads / kPairwiseGroup) {
-      rank_pairwise(total_candidates, need, sm);
+      rank_pairwise(total_candidates, th.need, sm);
       ranked = true;
     } else {
-      rank_candidates(total_candidates, need, lo, static_cast<unsigned long long>(hi), sm);
+      rank_candidates(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
     }
     if (!ranked) {
       win_at = sm.decision[0];

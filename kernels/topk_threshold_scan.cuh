@@ -75,6 +75,35 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
   return f;
 }
 
+// The keys [lo, hi) that hold the k-th best of a row: `need` of them still win, `count` are there.
+// Keys >= hi win outright.
+struct ThresholdKeys {
+  unsigned int lo, hi;
+  int need, count;
+};
+
+// The interval of fine bin f (In's keys, bin 0 the best) of a row whose k best are sought; no bin (f.bin
+// >= fine_bins: fewer than k selectable) gives the empty interval at kMinKey, where every selectable
+// column wins.
+template <class In>
+__device__ __forceinline__ ThresholdKeys threshold_keys_of_fine_bin(const FoundBin& f, int k, int fine_bins) {
+  if (f.bin >= fine_bins) return {In::kMinKey, In::kMinKey, 0, 0};
+  return {In::lowest_key_of_fine_bin(f.bin), f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1),
+          k - f.above, f.count};
+}
+
+// Narrows t to the digit a round found: g is bin kDigits - 1 - digit of the digits (key - lo) >> shift,
+// counted best (highest digit) first.
+template <int kDigits>
+__device__ __forceinline__ void narrow_to_digit(ThresholdKeys& t, const FoundBin& g, int shift) {
+  const unsigned int digit = static_cast<unsigned int>(kDigits - 1 - g.bin);
+  t.need -= g.above;
+  const unsigned long long top = static_cast<unsigned long long>(t.lo) + (static_cast<unsigned long long>(digit + 1) << shift);
+  t.lo += digit << shift;
+  t.hi = static_cast<unsigned int>(min(top, static_cast<unsigned long long>(t.hi)));
+  t.count = g.count;
+}
+
 // A digit round over the keys in [lo, hi): the shift that leaves kBits-bit digits of key - lo.
 template <int kBits>
 __device__ __forceinline__ int digit_shift(unsigned int lo, unsigned int hi) {

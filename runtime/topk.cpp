@@ -15,9 +15,16 @@ namespace flash_indexer {
 static_assert(kMaxTopk == kernels::kMaxTopk);
 static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
 
+namespace {
+// The selector's name in the key, before the split.
+const char* selector_name(const TopkConfig& c) {
+  if (c.registers) return c.wide ? "registerwide" : "register";
+  return c.wide ? "residentwide" : c.resident ? "resident" : "split";
+}
+}  // namespace
+
 std::string TopkConfig::key() const {
-  const char* variant = registers ? (wide ? "registerwide" : "register") : wide ? "residentwide" : resident ? "resident" : "split";
-  return fmt::format("topk.{}{}.in-{}.{}", variant, split, logits_name(logits), arch.name());
+  return fmt::format("topk.{}{}.in-{}.{}", selector_name(*this), split, logits_name(logits), arch.name());
 }
 
 TopkConfig TopkConfig::parse_key(std::string_view key) {
@@ -35,8 +42,7 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
   c.resident = resident;
   c.registers = registers;
   c.wide = wide;
-  c.split = parse_int_after(parts[1],
-                            registers ? (wide ? "registerwide" : "register") : wide ? "residentwide" : resident ? "resident" : "split", key);
+  c.split = parse_int_after(parts[1], selector_name(c), key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
   c.check_supported();

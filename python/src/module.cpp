@@ -76,10 +76,9 @@ fi::TensorView device_view(const std::string& op, const std::string& name, const
   return v;
 }
 
-// q is FP8 E4M3 by contract: its raw bytes as uint8 are taken as such (the Python layer passes torch's
-// float8_e4m3fn tensors as a uint8 view, not relying on torch exporting float8 through DLPack).
-// q as uint8 bytes is FP8 E4M3 (torch has no float8 in DLPack), unless it is the packed E2M1 query of
-// the MXFP4 cache (`packed`: its exponents were given).
+// q as uint8 bytes is FP8 E4M3 (the Python layer passes torch's float8_e4m3fn tensors as a uint8 view,
+// not relying on torch exporting float8 through DLPack), unless it is the packed E2M1 query of the
+// MXFP4 cache (`packed`: its exponents were given).
 fi::TensorView query_view(const std::string& op, const AnyArray& a, bool packed = false) {
   fi::TensorView v = device_view(op, "q", a);
   if (v.dtype == fi::DType::u8 && !packed) v.dtype = fi::DType::fp8_e4m3;

@@ -3,6 +3,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "driver.hpp"
@@ -14,6 +16,41 @@
 #include "topk_check.hpp"
 
 namespace flash_indexer::cli {
+namespace {
+
+// What one case's line shows: the values checked, two optional measures, the verdict.
+struct CaseLine {
+  long long checked = 0;
+  std::string first, second;
+  bool passed = false;
+  std::string failure;
+};
+
+std::string three_digits(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+// A header, then one line per case (its failure under it); returns the cases that failed.
+template <class Case, class Run>
+int report_cases(const char* title, const char* checked, const char* first, const char* second,
+                 const std::vector<Case>& cases, Run run) {
+  std::printf("%-70s %8s %12s %12s %s\n", title, checked, first, second, "result");
+  int failed = 0;
+  for (const Case& c : cases) {
+    const CaseLine r = run(c);
+    std::printf("%-70s %8lld %12s %12s %s\n", fi::check::describe(c).c_str(), r.checked, r.first.c_str(), r.second.c_str(),
+                r.passed ? "ok" : "FAIL");
+    if (!r.passed) {
+      std::printf("  %s\n", r.failure.c_str());
+      ++failed;
+    }
+  }
+  return failed;
+}
+
+}  // namespace
 
 int cmd_check(const Args& args) {
   namespace ck = fi::check;
@@ -49,17 +86,10 @@ int cmd_check(const Args& args) {
     cases.back().config.histogram = true;
   }
   std::printf("flash-indexer check on %s (GPU 0)\n", gpu.device_name().c_str());
-  std::printf("%-70s %8s %12s %12s %s\n", "case", "logits", "diff", "worst/mag", "result");
-  int failed = 0;
-  for (const auto& c : cases) {
+  int failed = report_cases("case", "logits", "diff", "worst/mag", cases, [&](const ck::LogitsCase& c) {
     const ck::Comparison r = ck::run_logits_case(gpu, c);
-    std::printf("%-70s %8lld %12.3g %12.3g %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), r.diff,
-                r.worst_error, r.passed ? "ok" : "FAIL");
-    if (!r.passed) {
-      std::printf("  %s\n", r.failure.c_str());
-      ++failed;
-    }
-  }
+    return CaseLine{r.checked, three_digits(r.diff), three_digits(r.worst_error), r.passed, r.failure};
+  });
   std::vector<ck::TopkCase> topk_cases;
   for (L dtype : {L::f32, L::f16, L::bf16}) {
     for (int k : {512, 2048}) {
@@ -74,16 +104,10 @@ int cmd_check(const Args& args) {
       if (!args.has("--quick") || (dtype == L::f16 && k == 2048)) topk_cases.push_back(std::move(c));
     }
   }
-  std::printf("%-70s %8s %12s %12s %s\n", "top-k case", "selected", "", "", "result");
-  for (const auto& c : topk_cases) {
+  failed += report_cases("top-k case", "selected", "", "", topk_cases, [&](const ck::TopkCase& c) {
     const ck::TopkComparison r = ck::run_topk_case(gpu, c);
-    std::printf("%-70s %8lld %12s %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.selected), "", "",
-                r.passed ? "ok" : "FAIL");
-    if (!r.passed) {
-      std::printf("  %s\n", r.failure.c_str());
-      ++failed;
-    }
-  }
+    return CaseLine{r.selected, "", "", r.passed, r.failure};
+  });
   // Prefill logits: both kernels where the sm90 one applies, windows of every kind, exact inputs.
   std::vector<ck::PrefillCase> prefill_cases;
   fi::MqaLogitsConfig device_default;
@@ -110,16 +134,10 @@ int cmd_check(const Args& args) {
     add_prefill(32, 64, L::bf16, false, true, 21, 3000);
     add_prefill(16, 128, L::f32, true, true, 9, 9000);
   }
-  std::printf("%-70s %8s %12s %12s %s\n", "prefill case", "logits", "", "", "result");
-  for (const auto& c : prefill_cases) {
+  failed += report_cases("prefill case", "logits", "", "", prefill_cases, [&](const ck::PrefillCase& c) {
     const ck::PrefillComparison r = ck::run_prefill_case(gpu, c);
-    std::printf("%-70s %8lld %12s %12s %s\n", ck::describe(c).c_str(), static_cast<long long>(r.checked), "", "",
-                r.passed ? "ok" : "FAIL");
-    if (!r.passed) {
-      std::printf("  %s\n", r.failure.c_str());
-      ++failed;
-    }
-  }
+    return CaseLine{r.checked, "", "", r.passed, r.failure};
+  });
   std::printf("%zu cases, %d failed\n", cases.size() + topk_cases.size() + prefill_cases.size(), failed);
   return failed == 0 ? 0 : 1;
 }
