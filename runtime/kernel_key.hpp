@@ -45,6 +45,12 @@ inline const char* logits_name(LogitsDType t) {
 
 inline const char* kv_name(KvFormat kv) { return kv == KvFormat::mxfp4 ? "mxfp4" : "fp8"; }
 
+inline std::optional<KvFormat> kv_from_name(std::string_view name) {
+  if (name == "fp8") return KvFormat::fp8;
+  if (name == "mxfp4") return KvFormat::mxfp4;
+  return std::nullopt;
+}
+
 inline std::optional<LogitsDType> logits_from_name(std::string_view name) {
   if (name == "f32") return LogitsDType::f32;
   if (name == "f16") return LogitsDType::f16;

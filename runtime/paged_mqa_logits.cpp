@@ -56,8 +56,8 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
 
 PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
-  if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") ||
-      (parts[8] != "kv-fp8" && parts[8] != "kv-mxfp4"))
+  const auto kv = parts.size() == 10 && parts[8].starts_with("kv-") ? kv_from_name(parts[8].substr(3)) : std::nullopt;
+  if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") || !kv)
     throw ArgumentError(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
                                     "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
                                     key));
@@ -73,7 +73,7 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const auto out = parts[7].starts_with("out-") ? logits_from_name(parts[7].substr(4)) : std::nullopt;
   if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
   c.logits = *out;
-  c.kv = parts[8] == "kv-mxfp4" ? KvFormat::mxfp4 : KvFormat::fp8;
+  c.kv = *kv;
   c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
   return c;

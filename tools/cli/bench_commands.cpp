@@ -12,7 +12,6 @@
 #include "flash_indexer/topk.hpp"
 #include "gpu_timer.hpp"
 #include "kernel_key.hpp"
-#include "kernel_key.hpp"
 #include "logits_bench.hpp"
 #include "prefill_bench.hpp"
 #include "topk_bench.hpp"
@@ -165,8 +164,9 @@ int cmd_bench(const std::string& what, const Args& args) {
   if (auto v = args.value("--kv")) {
     o.kvs.clear();
     for (const std::string& name : split_list(*v)) {
-      if (name != "fp8" && name != "mxfp4") throw UsageError(fmt::format("--kv expects fp8 and/or mxfp4, got '{}'", name));
-      o.kvs.push_back(name == "mxfp4" ? fi::KvFormat::mxfp4 : fi::KvFormat::fp8);
+      const auto kv = fi::kv_from_name(name);
+      if (!kv) throw UsageError(fmt::format("--kv expects fp8 and/or mxfp4, got '{}'", name));
+      o.kvs.push_back(*kv);
     }
   }
   if (auto v = args.value("--compare")) {
