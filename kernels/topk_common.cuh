@@ -143,8 +143,8 @@ __device__ __forceinline__ int saturated(long long x) { return x > 0x7fffffffll 
 // memory. `check_negative`: the counts may be negative (a given histogram), which gives bin kBins and
 // `negative`. Every thread of the block must call it. sm.found is free again once another barrier has
 // passed (the next writer of it is this function, after its scan's barriers).
-template <int kBins>
-__device__ Threshold find_threshold(const int* counts, long long k, bool check_negative, TopkSmem& sm) {
+template <int kBins, class Smem>
+__device__ Threshold find_threshold(const int* counts, long long k, bool check_negative, Smem& sm) {
   using Scan = BlockScan<kTopkThreads>;
   constexpr int kPer = kBins / kTopkThreads;
   static_assert(kPer * kTopkThreads == kBins, "whole bins per thread");
@@ -230,8 +230,8 @@ __device__ __forceinline__ float bound_value(unsigned int b) {
 }
 
 // For a CONTRACT coarse bin: two warps search the key -> bin map.
-template <class In>
-__device__ KeyBounds coarse_key_bounds(int bin_t, TopkSmem& sm) {
+template <class In, class Smem>
+__device__ KeyBounds coarse_key_bounds(int bin_t, Smem& sm) {
   const int warp = threadIdx.x >> 5;
   if (warp == 0) {
     const unsigned int v = bin_t == 0 ? In::kMaxKey + 1 : lowest_key_of_bins_to<In>(bin_t - 1);

@@ -41,6 +41,10 @@ constexpr int kTopkStageBytes = 2 * kTopkThreads * 16;
 // The register selector (topk_register.cuh): each thread holds 16 FP32 logits of a row; 512 threads
 // (two CTAs per SM), 1024 in its wide form.
 constexpr int kRegisterColumns = 16;
+// Columns per CTA the filter selector (topk_filter.cuh) marks in its two bitmaps (dynamic shared memory).
+constexpr int kFilterColumns = 262144;
+// Rows from this long per CTA (no histogram given) take the filter selector's sampled cutoff.
+constexpr int kTopkFilterSampleColumns = 16384;
 // Ints per row in the workspace (the row report).
 constexpr int kTopkReportInts = 4;
 

@@ -59,8 +59,8 @@ struct TopkResidentSmem {
 // 10-bit digits of key - lo: writes the decision to sm.decision. Keys >= decision[0] win; keys in
 // [decision[1], decision[0]) all win if decision[3], else the first decision[2] of them by column.
 // Every thread of the CTA calls it.
-template <int kThreads>
-__device__ void rank_candidates(int size, int need, unsigned long long lo, unsigned long long hi, TopkResidentSmem<kThreads>& sm) {
+template <int kThreads, class Smem>
+__device__ void rank_candidates(int size, int need, unsigned long long lo, unsigned long long hi, Smem& sm) {
   constexpr int kDigits = 1 << kRefineBits;
   constexpr int kPer = kDigits / kThreads;
   int ties = need;
@@ -106,11 +106,11 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
 // loads in a dependent loop), were both slower.
 constexpr int kPairwiseGroup = 4;
 
-// Marks in sm.above each of the first `size` (need < size <= kThreads / kPairwiseGroup) candidates of
-// sm.candidate_key / sm.candidate_index with fewer than `need` ahead of it (the columns are distinct, so
-// the ranks are a permutation). Every thread of the CTA calls it; it ends with a barrier.
-template <int kThreads>
-__device__ void rank_pairwise(int size, int need, TopkResidentSmem<kThreads>& sm) {
+// Marks in the bitmap `above` each of the first `size` (need < size <= kThreads / kPairwiseGroup)
+// candidates of sm.candidate_key / sm.candidate_index with fewer than `need` ahead of it (the columns
+// are distinct, so the ranks are a permutation). Every thread of the CTA calls it; it ends with a barrier.
+template <int kThreads, class Smem>
+__device__ void rank_pairwise(int size, int need, Smem& sm, unsigned int* above) {
   int group = 32;  // a power of two, so a group never straddles a warp
   while (size * group > kThreads) group >>= 1;
   const int shift = 31 - __clz(group);
@@ -128,7 +128,7 @@ __device__ void rank_pairwise(int size, int need, TopkResidentSmem<kThreads>& sm
       ahead += static_cast<int>(kj > key || (kj == key && cj < column));
     }
     for (int d = 1; d < group; d <<= 1) ahead += __shfl_xor_sync(0xffffffffu, ahead, d);
-    if (has && sub == 0 && ahead < need) atomicOr(&sm.above[column >> 5], 1u << (column & 31));
+    if (has && sub == 0 && ahead < need) atomicOr(&above[column >> 5], 1u << (column & 31));
   }
   __syncthreads();
 }
@@ -376,16 +376,16 @@ __device__ void topk_resident(const TopkParams& p) {
       }
       cluster::sync();
       if (rank == 0) {
-        rank_candidates(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
+        rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
         if (threadIdx.x >= 1 && threadIdx.x < kCluster)
           for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
       }
       cluster::sync();
     } else if (total_candidates <= kThreads / kPairwiseGroup) {
-      rank_pairwise(total_candidates, th.need, sm);
+      rank_pairwise<kThreads>(total_candidates, th.need, sm, sm.above);
       ranked = true;
     } else {
-      rank_candidates(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
+      rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
     }
     if (!ranked) {
       win_at = sm.decision[0];

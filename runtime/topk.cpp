@@ -16,9 +16,13 @@ static_assert(kMaxTopk == kernels::kMaxTopk);
 static_assert(sizeof(TopkRowReport) == kernels::kTopkReportInts * sizeof(std::int32_t));
 
 namespace {
+// Parts whose CTAs may take 163 KiB of shared memory or more (sm_80, sm_90, sm_100).
+bool has_large_smem(const Arch& arch) { return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10; }
+
 // The selector's name in the key, before the split.
 const char* selector_name(const TopkConfig& c) {
   if (c.registers) return c.wide ? "registerwide" : "register";
+  if (c.filter) return "filter";
   return c.wide ? "residentwide" : c.resident ? "resident" : "split";
 }
 }  // namespace
@@ -32,16 +36,18 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
   const auto in = parts.size() == 4 && parts[2].starts_with("in-") ? logits_from_name(parts[2].substr(3)) : std::nullopt;
   const bool resident = parts.size() == 4 && parts[1].starts_with("resident");
   const bool registers = parts.size() == 4 && parts[1].starts_with("register");
+  const bool filter = parts.size() == 4 && parts[1].starts_with("filter");
   const bool wide = (resident && parts[1].starts_with("residentwide")) || (registers && parts[1].starts_with("registerwide"));
-  if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident || registers) || !in)
+  if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident || registers || filter) || !in)
     throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
-                                    "topk.resident<1|2|4|8>..., topk.residentwide<1|2|4|8>..., topk.register1... or "
-                                    "topk.registerwide1...",
+                                    "topk.resident<1|2|4|8>..., topk.residentwide<1|2|4|8>..., topk.register1..., "
+                                    "topk.registerwide1... or topk.filter<1|2|4|8>...",
                                     key));
   TopkConfig c;
   c.resident = resident;
   c.registers = registers;
   c.wide = wide;
+  c.filter = filter;
   c.split = parse_int_after(parts[1], selector_name(c), key);
   c.logits = *in;
   c.arch = Arch::parse(parts[3], fmt::format("kernel key \"{}\"", key));
@@ -62,6 +68,12 @@ void TopkConfig::check_supported() const {
                                     key(), split));
   if (registers && logits != LogitsDType::f32)
     throw ArgumentError(fmt::format("topk configuration {}: the register selector takes f32 logits", key()));
+  if (filter && (resident || registers || wide))
+    throw ArgumentError(fmt::format("topk configuration {}: the filter selector is neither resident, register nor wide", key()));
+  if (filter && !has_large_smem(arch))
+    throw ArgumentError(fmt::format("topk configuration {}: the filter selector needs 163 KiB of shared memory per CTA "
+                                    "(sm_80, sm_90, sm_100), got {}",
+                                    key(), arch.name()));
   if (wide && !registers && (!resident || arch.major < 9))
     throw ArgumentError(fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(),
                                     arch.name()));
@@ -83,6 +95,10 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
         configs.push_back({dtype, arch, split, variant >= 1, variant == 2});
   for (bool wide : {false, true})  // the register selector (FP32), 8 and 16 logits per thread
     configs.push_back({LogitsDType::f32, arch, 1, false, wide, true});
+  if (has_large_smem(arch))
+    for (int split : supported_topk_splits(arch))
+      for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+        configs.push_back({dtype, arch, split, false, false, false, true});
   return configs;
 }
 
@@ -120,9 +136,7 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
 // take 163 KiB or more (sm_80, sm_90, sm_100), so a segment of 16K FP32 logits stays resident (on sm_90
 // two such CTAs and their static part share an SM); 2 on the parts with 99 KiB per CTA. Only the sm_90
 // form has run (H200).
-static int topk_stages(const Arch& arch) {
-  return (arch.major == 8 && arch.minor == 0) || arch.major == 9 || arch.major == 10 ? 4 : 2;
-}
+static int topk_stages(const Arch& arch) { return has_large_smem(arch) ? 4 : 2; }
 
 // The wide resident selector: 1024 threads, 8 stages (128 KiB), one CTA per SM.
 constexpr int kTopkWideThreads = 1024;
@@ -181,6 +195,15 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   if (!c.resident) c.resident = c.wide = fits_wide(c.split);
   if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows * s <= 2 * sms; });
   if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
+  // A streamed row: the filter selector where its bitmaps hold the segment. A CTA of it streams at
+  // about half an SM's share of the bandwidth, so an automatic split of 1 becomes 2 where the grid stays
+  // within two CTAs per SM. Clusters of 4 were slower (device run 79, FP32 x 128K, µs, histogram given /
+  // sampled: 64 rows split 1 33.3 / 41.5, 2 24.0 / 32.5, 4 33.9 / 79.6; 128 rows 39.9 / 51.3, 33.8 / 50.2,
+  // 55.2 / 137; 512 rows 98.4 / 138, 117 / 184, 166 / 459).
+  if (!c.resident) c.filter = has_large_smem(arch) && segment(c.split) <= kernels::kFilterColumns;
+  if (c.filter && automatic && c.split == 1 && arch.major >= 9 && rows * 2 <= kTopkCtasPerSm * sms &&
+      segment(2) >= kTopkMinSegment)
+    c.split = 2;
   return c;
 }
 
@@ -208,9 +231,31 @@ static KernelSpec topk_register_spec(const TopkConfig& c) {
   return spec;
 }
 
+// The filter selector: 512 threads, two CTAs per SM; its two bitmaps are the dynamic shared memory.
+static KernelSpec topk_filter_spec(const TopkConfig& c) {
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = kernel_entry_name(spec.key);
+  spec.threads = kernels::kTopkThreads;
+  spec.smem_bytes = 2 * kernels::kFilterColumns / 8;
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"topk_filter.cuh\"\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "  flash_indexer::kernels::topk_filter<flash_indexer::kernels::LogitsOut::{in}, {split}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+      fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
+      fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("ctas", kTopkCtasPerSm));
+  spec.config = {{"kind", "topk"}, {"variant", "filter"}, {"split", c.split}, {"logits", logits_name(c.logits)}, {"arch", c.arch.name()}};
+  return spec;
+}
+
 KernelSpec topk_kernel_spec(const TopkConfig& c) {
   c.check_supported();
   if (c.registers) return topk_register_spec(c);
+  if (c.filter) return topk_filter_spec(c);
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;

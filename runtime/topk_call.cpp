@@ -17,8 +17,8 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const TopkConfig& c) const {
-    return ((static_cast<std::size_t>(c.logits) * 16 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0)) * 2 +
-           (c.registers ? 1 : 0);
+    return (((static_cast<std::size_t>(c.logits) * 16 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0)) * 2 +
+            (c.registers ? 1 : 0)) * 2 + (c.filter ? 1 : 0);
   }
 };
 
@@ -147,9 +147,9 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
   const TopkChoice c =
       choose_topk_kernel(call.params.rows, call.params.width, call.logits, one_cta.arch, one_cta.multiprocessors, call.split);
   TopkLaunch launch;
-  launch.kernel = c.split == 1 && !c.on_chip()
+  launch.kernel = c.split == 1 && !c.on_chip() && !c.filter
                       ? &one_cta
-                      : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide, c.registers}, stream);
+                      : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, stream);
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
   launch.on_chip = c.on_chip();
@@ -180,7 +180,7 @@ void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
   for (const TopkConfig& c : supported_topk_configs(current_device_arch()))
-    if (c.logits == logits) loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide, c.registers}, nullptr);
+    if (c.logits == logits) loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, nullptr);
 }
 
 }  // namespace flash_indexer

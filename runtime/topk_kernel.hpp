@@ -19,6 +19,7 @@ struct TopkChoice {
   bool resident;  // the resident selector (else the streaming one)
   bool wide;      // its 1024-thread form (or the register selector's)
   bool registers = false;  // the register selector (split 1)
+  bool filter = false;     // the filter selector (a streamed row whose segment fits its bitmaps)
   // The row stays on chip and no given histogram is read.
   bool on_chip() const { return resident || registers; }
 };

@@ -64,9 +64,11 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig{LogitsDType::f16, Arch{9, 0, true}, 8, true, true}.key() == "topk.residentwide8.in-f16.sm_90a");
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 1, false, false, true}.key() == "topk.register1.in-f32.sm_90a");
   CHECK(TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true}.key() == "topk.registerwide1.in-f32.sm_80");
-  // streaming, resident, wide resident; and the register selector's two forms
-  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 2);
-  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2);  // no clusters nor wide resident form before sm_90
+  CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 2, false, false, false, true}.key() == "topk.filter2.in-f32.sm_90a");
+  // streaming, resident, wide resident; the register selector's two forms; the filter selector
+  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 2 + 4 * 3);
+  CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2 + 3);  // no clusters nor wide resident form before sm_90
+  CHECK(supported_topk_configs(Arch{8, 6, false}).size() == 2 * 3 + 2);      // nor the filter selector's 163 KiB
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
     for (const auto& config : supported_topk_configs(arch)) CHECK(TopkConfig::parse_key(config.key()) == config);
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f8.sm_90a"), Contains("topk.split<1|2|4|8>.in-<f32|f16|bf16>"));
@@ -79,11 +81,13 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide1.in-f32.sm_80"), Contains("needs sm_90"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.register2.in-f32.sm_90a"), Contains("one CTA per row"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.register1.in-f16.sm_90a"), Contains("takes f32 logits"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.filter1.in-f32.sm_86"), Contains("163 KiB"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.filter2.in-f32.sm_80"), Contains("clusters"));
   CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged portable MXFP4, top-k, prefill (mqa_logits portable and
   // sm90), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 38 + 36 + 36 + 2);
+  CHECK(specs.size() == 288 + 144 + 48 + 50 + 36 + 36 + 2);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

@@ -111,6 +111,26 @@ TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split
   }
 }
 
+// Segments past the filter selector's bitmaps (256K columns per CTA) stream through the split
+// selector: a forced split of 1 over rows of 300K columns, with and without a histogram.
+TEST_CASE("gpu: top-k over rows longer than the filter selector holds per CTA", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
+    for (bool histogram : {false, true}) {
+      ck::TopkCase c;
+      c.dtype = dtype;
+      c.k = 2048;
+      c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
+      c.rows = {{ck::RowKind::relu, 300000}, {ck::RowKind::normal, 262144 + 7}, {ck::RowKind::heavy_tailed, 100000}};
+      c.splits = {1};
+      c.seed = rng();
+      INFO(ck::describe(c));
+      require_pass(ck::run_topk_case(test::gpu_session(), c));
+    }
+  }
+}
+
 TEST_CASE("gpu: top-k with decode-form lengths ([B] with the MTP rule, and [B, next_n])", "[gpu][topk]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());

@@ -71,7 +71,21 @@ TEST_CASE("topk kernel choice: long rows in large batches stream, a forced split
   check(automatic(512, 32768, LogitsDType::f32), 1, false, false);
   check(automatic(512, 131072, LogitsDType::f16), 1, false, false);
   check(automatic(64, 131072, LogitsDType::f32), 2, false, false);
+  check(automatic(128, 131072, LogitsDType::f32), 2, false, false);
   check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, kSms, 2), 2, false, false);
   check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 4), 4, true, true);  // 32K per CTA
   check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 1), 1, false, false);
+}
+
+TEST_CASE("topk kernel choice: streamed rows take the filter selector where its bitmaps hold the segment", "[topk_choice]") {
+  CHECK(automatic(512, 32768, LogitsDType::f32).filter);
+  CHECK(automatic(512, 131072, LogitsDType::f16).filter);
+  CHECK(automatic(64, 131072, LogitsDType::f32).filter);
+  CHECK(choose_topk_kernel(1, 262144, LogitsDType::f32, h200, kSms, 1).filter);  // 256K columns: the largest segment
+  CHECK(automatic(512, 131072, LogitsDType::f32, Arch{8, 0, false}).filter);
+  // Not past 256K columns per CTA, nor where a CTA has no 163 KiB of shared memory, nor for on-chip rows.
+  CHECK_FALSE(choose_topk_kernel(1, 262148, LogitsDType::f32, h200, kSms, 1).filter);
+  CHECK_FALSE(automatic(512, 131072, LogitsDType::f32, Arch{8, 6, false}).filter);
+  CHECK_FALSE(automatic(1, 131072, LogitsDType::f32).filter);
+  CHECK_FALSE(automatic(512, 8192, LogitsDType::f32).filter);
 }

@@ -36,9 +36,14 @@ struct TopkConfig {
   // thread: 8K with 512 threads, 16K with `wide` (1024 threads). topk() picks it for FP32 rows that fit
   // on one CTA: the fixed cost per call is its time there.
   bool registers = false;
+  // The filter selector for streamed rows (kernels/topk_filter.cuh): one pass over the row from a cutoff
+  // (the given histogram's threshold bin, or a sample), winners marked in bitmaps of up to 256K columns
+  // per CTA; topk() picks it for rows too long for the on-chip selectors on parts with 163 KiB of shared
+  // memory per CTA (sm_80, sm_90, sm_100). The other streamed rows take the split selector (the default).
+  bool filter = false;
 
   // e.g. topk.split8.in-f16.sm_90a, topk.resident1.in-f32.sm_90a, topk.residentwide8.in-f32.sm_90a,
-  // topk.register1.in-f32.sm_90a, topk.registerwide1.in-f32.sm_90a
+  // topk.register1.in-f32.sm_90a, topk.registerwide1.in-f32.sm_90a, topk.filter2.in-f32.sm_90a
   std::string key() const;
   static TopkConfig parse_key(std::string_view key);
   void check_supported() const;

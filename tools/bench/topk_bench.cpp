@@ -78,7 +78,7 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   const TopkChoice choice = choose_topk_kernel(rows, width, dtype, gpu.arch(), gpu.multiprocessors(), split);
                   r.split = choice.split;
                   r.split_name = (split != 0 ? "" : "a") + std::to_string(choice.split);
-                  r.selector = choice.registers ? (choice.wide ? "regw" : "reg") : choice.wide ? "wide" : choice.resident ? "res" : "str";
+                  r.selector = choice.registers ? (choice.wide ? "regw" : "reg") : choice.wide ? "wide" : choice.resident ? "res" : choice.filter ? "flt" : "str";
                   r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
                   for (const TopkRowReport& report : workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows))) {
                     r.sampled_rows += report.threshold_count == -1;

@@ -88,7 +88,7 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --json FILE        write every row as JSON
 
 topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
-(live logits + indices + histogram) per second; the split and selector launched ("sel": str streaming,
+(live logits + indices + histogram) per second; the split and selector launched ("sel": str streaming, flt filter,
 res resident, wide its 1024-thread form, reg the register selector, regw its 1024-thread form; "a8":
 the automatic choice was split 8); and from the row reports how many rows were selected from a sampled
 cutoff ("sampled") and how many needed extra narrowing passes ("passes").
