@@ -235,8 +235,11 @@ __device__ void topk_filter(const TopkParams& p) {
     // The cutoff: the key at or above which about (k + kFilterCandidates) / 2 of the row's columns lie,
     // estimated from a sample spread evenly over the segment: rounds of 8 logits per thread, one per 64K
     // columns (at most 4), so that about 200 sampled logits pass (with 48, 1-3 rows in 128 missed, device
-    // run 28). Counted in fine bins, summed over the cluster, and placed inside the threshold bin by linear
-    // interpolation (keys are linear in the value within a bin); kMinKey when the sample holds fewer.
+    // run 28). Counted in selector bins (1024: two per thread, so that a cluster sums them with one
+    // remote load per CTA; summing 4096 fine bins cost 4096 remote loads per CTA and made a sampled row in
+    // a cluster of 4 or 8 several times slower than one with a histogram, device runs 78-79), and placed
+    // inside the threshold bin by linear interpolation (keys are linear in the value within a bin);
+    // kMinKey when the sample holds fewer.
     const int rounds = min(4, max(1, (end - begin + 65535) / 65536));
     const int per_thread = (8 / kPer) * rounds;
     // The sample is read in runs of 8 vectors (128 bytes, whole memory sectors) spread evenly: single
@@ -249,7 +252,7 @@ __device__ void topk_filter(const TopkParams& p) {
       const int i = j * kThreads + static_cast<int>(threadIdx.x);
       return i / kRun * step + i % kRun;
     };
-    for (int i = threadIdx.x; i < kTopkFineBins + 4; i += kThreads) sm.hist[i] = 0;
+    for (int i = threadIdx.x; i < kTopkSelectorBins + 4; i += kThreads) sm.hist[i] = 0;
     __syncthreads();
     // Every sample load is issued before any is counted: one memory latency, not one per vector.
     constexpr int kMaxSample = 4 * (8 / kPer);
@@ -266,7 +269,7 @@ __device__ void topk_filter(const TopkParams& p) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
           const Raw raw = Tile::element(x[j], e);
-          atomicAdd(&sm.hist[In::is_nan(raw) ? kTopkFineBins : In::fine_bin_of(raw)], 1u);
+          atomicAdd(&sm.hist[In::is_nan(raw) ? kTopkSelectorBins : In::selector_bin_of(raw)], 1u);
         }
       }
     }
@@ -274,24 +277,40 @@ __device__ void topk_filter(const TopkParams& p) {
     const long long sample = static_cast<long long>(min(runs, (vectors + step - 1) / step)) * kRun * kPer;
     const int target = (k + kFilterCandidates) / 2;
     const int want = max(1, static_cast<int>((target * sample * kCluster + (len - from) - 1) / (len - from)));
-    // Keys at or above `high` (above the fine bin where the sample's count reaches k / 2, scaled) are winners outright,
-    // marked in the bitmap instead of kept as candidates: half the buffer's work and the ranking's.
+    // Keys at or above `high` (above the bin where the sample's count reaches k / 2, scaled) are winners
+    // outright, marked in the bitmap instead of kept as candidates: half the buffer's work and the ranking's.
     const int want_high = static_cast<int>(static_cast<long long>(k / 2) * sample * kCluster / (len - from));
+    static_assert(kTopkSelectorBins == 2 * kThreads, "two selector bins per thread");
     sync_all();
-    int d[kFinePer];
+    int d[2];
+    {
+      const int i = 2 * static_cast<int>(threadIdx.x);
+      if constexpr (kCluster == 1) {
+        d[0] = static_cast<int>(sm.hist[i]);
+        d[1] = static_cast<int>(sm.hist[i + 1]);
+      } else {
+        uint2 v[kCluster];
 #pragma unroll
-    for (int i = 0; i < kFinePer; ++i) d[i] = static_cast<int>(cluster_sum(sm.hist, kFinePer * static_cast<int>(threadIdx.x) + i));
-    if constexpr (kCluster > 1) cluster::sync();
-    const FoundBin s = scan_threshold<kThreads, kFinePer>(d, want, sm);
+        for (int q = 0; q < kCluster; ++q) v[q] = cluster::load2(cluster::map(&sm.hist[i], q));
+        d[0] = d[1] = 0;
+#pragma unroll
+        for (int q = 0; q < kCluster; ++q) {
+          d[0] += static_cast<int>(v[q].x);
+          d[1] += static_cast<int>(v[q].y);
+        }
+        cluster::sync();
+      }
+    }
+    const FoundBin s = scan_threshold<kThreads, 2>(d, want, sm);
     unsigned int high = In::kMaxKey + 1;
     if (want_high >= 1) {
-      const FoundBin h = scan_threshold<kThreads, kFinePer>(d, want_high, sm);
-      if (h.bin > 0 && h.bin < kTopkFineBins) high = In::lowest_key_of_fine_bin(h.bin - 1);
+      const FoundBin h = scan_threshold<kThreads, 2>(d, want_high, sm);
+      if (h.bin > 0 && h.bin < kTopkSelectorBins) high = In::lowest_key_of_selector_bin(h.bin - 1);
     }
     unsigned int cutoff = In::kMinKey;
-    if (s.bin < kTopkFineBins) {
-      const unsigned long long lo = In::lowest_key_of_fine_bin(s.bin);
-      const unsigned long long hi = s.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_fine_bin(s.bin - 1);
+    if (s.bin < kTopkSelectorBins) {
+      const unsigned long long lo = In::lowest_key_of_selector_bin(s.bin);
+      const unsigned long long hi = s.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(s.bin - 1);
       const unsigned long long share = static_cast<unsigned long long>(
           static_cast<float>(want - s.above) / static_cast<float>(s.count) * static_cast<float>(hi - lo));
       cutoff = static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
