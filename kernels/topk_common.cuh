@@ -1,7 +1,8 @@
 #pragma once
 // Building blocks of the exact top-k selector (CONTRACT 4), shared by its kernels: the stored dtype's
 // order-preserving keys, the threshold search over bin counts, the radix refinement of the threshold bin
-// and the output stage. The select passes themselves live in topk_split.cuh.
+// and the output stage. The select passes themselves live in the selectors (topk_split.cuh,
+// topk_filter.cuh, topk_resident.cuh, topk_register.cuh).
 #include "block_scan.cuh"
 #include "coarse_bins.hpp"
 #include "numeric.cuh"

@@ -77,7 +77,7 @@ struct BinsPerThread {
 
 struct TopkFilterSmem {
   union {
-    alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts (sample or count pass); NaNs at [kTopkFineBins]
+    alignas(16) unsigned int hist[kTopkFineBins + 4];  // a count pass's fine bins, or a sample's selector bins; NaNs past them
     struct {
       unsigned int candidate_key[kFilterCandidates];  // the leader's holds the cluster's keys when ranking
       union {

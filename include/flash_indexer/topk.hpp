@@ -109,9 +109,10 @@ struct TopkRowReport {
   // Columns in that bin; -1 for a long row (no histogram given) selected in one pass from a cutoff
   // estimated on a sample of it, which counts no bin.
   std::int32_t threshold_count;
-  // Extra passes over the row: the threshold bin outgrew the on-chip candidate buffer. Streaming
+  // Extra passes over the row: the threshold bin outgrew the on-chip candidate buffer. Split
   // selector: a selector bin of more than 4096 columns holding more than one value, 2 per narrowing
-  // step; resident selector: a fine bin (a quarter of a selector bin) of more than 2048, 1 per step.
+  // step; resident selector: a fine bin (a quarter of a selector bin) of more than 2048, 1 per step;
+  // filter selector: the given histogram's bin past 4096 or its own fine bin past 2048, 1 per step.
   std::int32_t row_passes;
 };
 
