@@ -240,7 +240,9 @@ __device__ void topk_filter(const TopkParams& p) {
     // a cluster of 4 or 8 several times slower than one with a histogram, device runs 78-79), and placed
     // inside the threshold bin by linear interpolation (keys are linear in the value within a bin);
     // kMinKey when the sample holds fewer.
-    const int rounds = min(4, max(1, (end - begin + 65535) / 65536));
+    // Every CTA of a cluster must reach the same cutoff, so the sample's size comes from the row
+    // (per_cta), not from this CTA's segment (the last one may be shorter and cross a 64K boundary).
+    const int rounds = static_cast<int>(min(4ll, max(1ll, (per_cta + 65535) / 65536)));
     const int per_thread = (8 / kPer) * rounds;
     // The sample is read in runs of 8 vectors (128 bytes, whole memory sectors) spread evenly: single
     // 16-byte vectors spread as widely cost the DRAM bursts around them too (device run 80: a sampled
@@ -274,7 +276,7 @@ __device__ void topk_filter(const TopkParams& p) {
       }
     }
     // Scaled to the sample: the sampled share of the row's columns.
-    const long long sample = static_cast<long long>(min(runs, (vectors + step - 1) / step)) * kRun * kPer;
+    const long long sample = static_cast<long long>(runs) * kRun * kPer;  // the nominal sample (a short last segment reads less)
     const int target = (k + kFilterCandidates) / 2;
     const int want = max(1, static_cast<int>((target * sample * kCluster + (len - from) - 1) / (len - from)));
     // Keys at or above `high` (above the bin where the sample's count reaches k / 2, scaled) are winners

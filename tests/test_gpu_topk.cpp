@@ -111,6 +111,24 @@ TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split
   }
 }
 
+// A row sampled by a cluster whose last CTA's segment ends below 64K columns while the others pass
+// it: every CTA must still reach the same cutoff (the sample's size comes from the row).
+TEST_CASE("gpu: top-k over sampled rows whose last segment is shorter, in clusters of 4", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
+    ck::TopkCase c;
+    c.dtype = dtype;
+    c.k = 2048;
+    c.rows = {{ck::RowKind::normal, 262148}, {ck::RowKind::relu, 262148}, {ck::RowKind::heavy_tailed, 262148}};
+    c.width = 262148;
+    c.splits = {4};
+    c.seed = rng();
+    INFO(ck::describe(c));
+    require_pass(ck::run_topk_case(test::gpu_session(), c));
+  }
+}
+
 // Segments past the filter selector's bitmaps (256K columns per CTA) stream through the split
 // selector: a forced split of 1 over rows of 300K columns, with and without a histogram.
 TEST_CASE("gpu: top-k over rows longer than the filter selector holds per CTA", "[gpu][topk]") {
