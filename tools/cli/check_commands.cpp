@@ -104,6 +104,20 @@ int cmd_check(const Args& args) {
       if (!args.has("--quick") || (dtype == L::f16 && k == 2048)) topk_cases.push_back(std::move(c));
     }
   }
+  // A batch of long rows, as a decode step at 128K makes them: streamed by the filter selector (two
+  // CTAs per row), with the histogram and without (a sampled cutoff).
+  for (L dtype : {L::f32, L::f16}) {
+    for (bool histogram : {true, false}) {
+      ck::TopkCase c;
+      c.dtype = dtype;
+      c.k = 2048;
+      for (int i = 0; i < 64; ++i) c.rows.push_back({i % 2 != 0 ? ck::RowKind::relu : ck::RowKind::normal, 131072});
+      c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
+      c.runs = 2;
+      c.seed = seed++;
+      if (!args.has("--quick") || (dtype == L::f16 && histogram)) topk_cases.push_back(std::move(c));
+    }
+  }
   failed += report_cases("top-k case", "selected", "", "", topk_cases, [&](const ck::TopkCase& c) {
     const ck::TopkComparison r = ck::run_topk_case(gpu, c);
     return CaseLine{r.selected, "", "", r.passed, r.failure};
