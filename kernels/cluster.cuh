@@ -46,6 +46,31 @@ __device__ __forceinline__ void store(unsigned int address, int v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
 }
 
+// The barrier before reading another CTA's shared memory: the cluster's, or this CTA's alone when
+// the "cluster" is one CTA.
+template <int kCluster>
+__device__ __forceinline__ void sync_all() {
+  if constexpr (kCluster == 1) __syncthreads();
+  else sync();
+}
+
+// The cluster's sum of counts[i] (this CTA's alone for one CTA); every load is issued before the sum,
+// so the remote latencies overlap.
+template <int kCluster>
+__device__ __forceinline__ unsigned int sum(const unsigned int* counts, int i) {
+  if constexpr (kCluster == 1) {
+    return counts[i];
+  } else {
+    unsigned int v[kCluster];
+#pragma unroll
+    for (int q = 0; q < kCluster; ++q) v[q] = static_cast<unsigned int>(load(map(&counts[i], q)));
+    unsigned int total = 0;
+#pragma unroll
+    for (int q = 0; q < kCluster; ++q) total += v[q];
+    return total;
+  }
+}
+
 }  // namespace cluster
 }  // namespace kernels
 }  // namespace flash_indexer

@@ -342,6 +342,24 @@ __device__ __forceinline__ int aligned_start(int start) {
   return start & ~(kPer - 1);
 }
 
+// The segment of row r's window [start, len) that CTA `rank` of the kCluster sharing the row takes:
+// whole vectors of kPer logits from the one holding `start` (at `from`), per_cta columns per CTA in
+// rank order, [begin, end) clamped to the row.
+struct TopkSegment {
+  int start, from, begin, end;
+  long long per_cta;
+};
+template <int kPer, int kCluster>
+__device__ __forceinline__ TopkSegment topk_segment(const TopkParams& p, int r, int len, int rank) {
+  TopkSegment g;
+  g.start = topk_row_start(p, r, len);
+  g.from = aligned_start<kPer>(g.start);
+  g.per_cta = ((static_cast<long long>(len - g.from) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
+  g.begin = static_cast<int>(min(static_cast<long long>(len), g.from + rank * g.per_cta));
+  g.end = static_cast<int>(min(static_cast<long long>(len), g.begin + g.per_cta));
+  return g;
+}
+
 // What the output holds for a selected column: the column (relative to the window `start` with
 // p.relative), or its physical KV slot (64-token blocks).
 __device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {

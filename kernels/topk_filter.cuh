@@ -37,16 +37,6 @@ __device__ __forceinline__ uint4 ld_global_stream(const uint4* p) {
   return v;
 }
 
-// Element e (not a constant) of a vector of kPer logits, without spilling the vector to local memory.
-template <class In>
-__device__ __forceinline__ typename In::Raw element_at(const uint4& v, int e) {
-  constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const int i = kPer == 4 ? e : e >> 1;
-  const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
-  if constexpr (kPer == 4) return In::from_bits(word);
-  else return In::from_bits(word >> ((e & 1) * 16));
-}
-
 // The largest score of a vector (NaN only if every element is NaN): packed 16-bit max for FP16 and
 // BF16 (PTX max without .NaN returns the other operand of a NaN), a chain of fmaxf for FP32.
 template <LogitsOut kIn>
@@ -133,41 +123,20 @@ __device__ void topk_filter(const TopkParams& p) {
   // This CTA's segment of the window [start, len): whole vectors from the one holding `start`, in rank
   // order (the host checked that the widest row's segment fits the bitmaps); columns before `start`
   // read as NaN.
-  const int start = topk_row_start(p, r, len), from = aligned_start<kPer>(start);
-  const long long per_cta = ((static_cast<long long>(len - from) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
-  const int begin = static_cast<int>(min(static_cast<long long>(len), from + rank * per_cta));
-  const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
+  const TopkSegment segment = topk_segment<kPer, kCluster>(p, r, len, rank);
+  const int start = segment.start, from = segment.from, begin = segment.begin, end = segment.end;
+  const long long per_cta = segment.per_cta;
   const int vectors = (end - begin + kPer - 1) / kPer;
   const int words = (end - begin + 31) >> 5;
 
-  // Barrier of the CTA, or of the cluster when another CTA's shared memory is read next.
-  auto sync_all = [] {
-    if constexpr (kCluster == 1) __syncthreads();
-    else cluster::sync();
-  };
-  // The cluster's sum of counts[i] (this CTA's alone without a cluster); every load is issued before
-  // the sum, so the remote latencies overlap.
-  auto cluster_sum = [](const unsigned int* counts, int i) {
-    if constexpr (kCluster == 1) {
-      return counts[i];
-    } else {
-      unsigned int v[kCluster];
-#pragma unroll
-      for (int q = 0; q < kCluster; ++q) v[q] = static_cast<unsigned int>(cluster::load(cluster::map(&counts[i], q)));
-      unsigned int sum = 0;
-#pragma unroll
-      for (int q = 0; q < kCluster; ++q) sum += v[q];
-      return sum;
-    }
-  };
   // The bin of the cluster's counts (per_thread::value per thread from `counts`) where the running count reaches
   // `want`. The counts are free again when it returns (the cluster has read them).
   auto cluster_threshold = [&](const unsigned int* counts, auto per_thread, int want) {
     constexpr int kBinsPer = decltype(per_thread)::value;
-    sync_all();
+    cluster::sync_all<kCluster>();
     int d[kBinsPer];
 #pragma unroll
-    for (int i = 0; i < kBinsPer; ++i) d[i] = static_cast<int>(cluster_sum(counts, kBinsPer * static_cast<int>(threadIdx.x) + i));
+    for (int i = 0; i < kBinsPer; ++i) d[i] = static_cast<int>(cluster::sum<kCluster>(counts, kBinsPer * static_cast<int>(threadIdx.x) + i));
     if constexpr (kCluster > 1) cluster::sync();
     return scan_threshold<kThreads, kBinsPer>(d, want, sm);
   };
@@ -283,7 +252,7 @@ __device__ void topk_filter(const TopkParams& p) {
     // outright, marked in the bitmap instead of kept as candidates: half the buffer's work and the ranking's.
     const int want_high = static_cast<int>(static_cast<long long>(k / 2) * sample * kCluster / (len - from));
     static_assert(kTopkSelectorBins == 2 * kThreads, "two selector bins per thread");
-    sync_all();
+    cluster::sync_all<kCluster>();
     int d[2];
     {
       const int i = 2 * static_cast<int>(threadIdx.x);
@@ -416,7 +385,7 @@ __device__ void topk_filter(const TopkParams& p) {
         const int e = __ffs(static_cast<int>(m)) - 1;
         const int slot = atomicAdd(&sm.candidates, 1);  // past the buffer it still counts
         if (slot < kFilterCandidates) {
-          sm.candidate_key[slot] = In::key(element_at<In>(x, e));
+          sm.candidate_key[slot] = In::key(Tile::element(x, e));
           sm.candidate_index[slot] = c + e;
         }
       }
@@ -510,17 +479,7 @@ __device__ void topk_filter(const TopkParams& p) {
     all_in = false;
   } else if (!single && candidates_all > need) {
     if constexpr (kCluster > 1) {
-      if (rank != 0) {
-        const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
-        for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
-      }
-      cluster::sync();
-      if (rank == 0) {
-        rank_keys(candidates_all, need);
-        if (threadIdx.x >= 1 && threadIdx.x < kCluster)
-          for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
-      }
-      cluster::sync();
+      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, [&] { rank_keys(candidates_all, need); });
     } else if (candidates_all <= kThreads / kPairwiseGroup) {
       rank_pairwise<kThreads>(candidates_all, need, sm, above_bits);
       ranked = true;
@@ -584,21 +543,7 @@ __device__ void topk_filter(const TopkParams& p) {
   // first so that the global writes are coalesced.
   const int base = above_before + min(tied_before, tie_slots);
   int na = above_before + static_cast<int>(before & 0xffffffffu), nt = tied_before + static_cast<int>(before >> 32);
-  for (int w = w0; w < w1; ++w) {
-    const unsigned int a = above_bits[w], t = tied_bits[w];
-    for (unsigned int m = a | t; m != 0; m &= m - 1) {
-      const int bit = __ffs(static_cast<int>(m)) - 1;
-      int position;
-      if ((a >> bit) & 1u) {
-        position = na + min(nt, tie_slots);
-        ++na;
-      } else {
-        position = nt < tie_slots ? na + nt : -1;
-        ++nt;
-      }
-      if (position >= 0) sm.out[position - base] = 32 * w + bit;
-    }
-  }
+  for (int w = w0; w < w1; ++w) place_word(sm.out, 32 * w, above_bits[w], tied_bits[w], na, nt, tie_slots, base);
   __syncthreads();
   const int cta_selected =
       static_cast<int>(cta_total & 0xffffffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 32));

@@ -133,6 +133,44 @@ __device__ void rank_pairwise(int size, int need, Smem& sm, unsigned int* above)
   __syncthreads();
 }
 
+// Places one bitmap word's winners (bits of `a`) and ties (bits of `t`), columns from + bit, at their
+// output positions in out[position - base]: na winners and nt ties come before them, and only the
+// first tie_slots ties are taken. Shared by the selectors that read bitmaps (resident, filter).
+__device__ __forceinline__ void place_word(int* out, int from, unsigned int a, unsigned int t, int& na, int& nt, int tie_slots,
+                                           int base) {
+  for (unsigned int m = a | t; m != 0; m &= m - 1) {
+    const int bit = __ffs(static_cast<int>(m)) - 1;
+    int position;
+    if ((a >> bit) & 1u) {
+      position = na + min(nt, tie_slots);
+      ++na;
+    } else {
+      position = nt < tie_slots ? na + nt : -1;
+      ++nt;
+    }
+    if (position >= 0) out[position - base] = from + bit;
+  }
+}
+
+// A cluster's candidates ranked on its leader (rank 0): every other CTA (`me`, its cluster rank)
+// appends its `mine` keys to the leader's buffer after `before` keys, the leader runs rank() (which
+// writes sm.decision, as rank_candidates does) and sends the decision to every CTA. Every thread of
+// every CTA calls it.
+template <int kThreads, int kCluster, class Smem, class Rank>
+__device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int before, Rank&& rank) {
+  if (me != 0) {
+    const unsigned int to = cluster::map(&sm.candidate_key[before], 0);
+    for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
+  }
+  cluster::sync();
+  if (me == 0) {
+    rank();
+    if (threadIdx.x >= 1 && threadIdx.x < kCluster)
+      for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
+  }
+  cluster::sync();
+}
+
 template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
 __device__ void topk_resident(const TopkParams& p) {
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
@@ -155,10 +193,8 @@ __device__ void topk_resident(const TopkParams& p) {
 
   // This CTA's segment of the window [start, len): whole vectors from the one holding `start`, in rank
   // order (the host checked that the widest row fits); columns before `start` read as NaN.
-  const int start = topk_row_start(p, r, len), from = aligned_start<kPer>(start);
-  const long long per_cta = ((static_cast<long long>(len - from) + kCluster - 1) / kCluster + kPer - 1) / kPer * kPer;
-  const int begin = static_cast<int>(min(static_cast<long long>(len), from + rank * per_cta));
-  const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
+  const TopkSegment segment = topk_segment<kPer, kCluster>(p, r, len, rank);
+  const int start = segment.start, begin = segment.begin, end = segment.end;
   const int vectors = (end - begin + kPer - 1) / kPer;
   const int live = Tile::live_for(max(vectors, 1));
   const int spans = vectors > 0 ? live : 0;  // vectors this thread reads
@@ -180,26 +216,6 @@ __device__ void topk_resident(const TopkParams& p) {
   cp_async_wait<0>();
   __syncthreads();
 
-  // Barrier of the CTA, or of the cluster when the other CTAs' shared memory is read next.
-  auto sync_all = [] {
-    if constexpr (kCluster == 1) __syncthreads();
-    else cluster::sync();
-  };
-  // The cluster's sum of counts[i] (this CTA's alone without a cluster); every load is issued before
-  // the sum, so the remote latencies overlap.
-  auto cluster_sum = [](const unsigned int* counts, int i) {
-    if constexpr (kCluster == 1) {
-      return counts[i];
-    } else {
-      unsigned int v[kCluster];
-#pragma unroll
-      for (int q = 0; q < kCluster; ++q) v[q] = static_cast<unsigned int>(cluster::load(cluster::map(&counts[i], q)));
-      unsigned int sum = 0;
-#pragma unroll
-      for (int q = 0; q < kCluster; ++q) sum += v[q];
-      return sum;
-    }
-  };
 
   // 1. Fine-bin counts, and the threshold bin over the cluster's.
   // Two vectors per step (spans is 1 or even), both read before either is counted.
@@ -229,8 +245,8 @@ __device__ void topk_resident(const TopkParams& p) {
     }
     sm.group_total[threadIdx.x] = total;
   }
-  sync_all();
-  const int group_count[1] = {static_cast<int>(cluster_sum(sm.group_total, threadIdx.x))};
+  cluster::sync_all<kCluster>();
+  const int group_count[1] = {static_cast<int>(cluster::sum<kCluster>(sm.group_total, threadIdx.x))};
   const FoundBin group = scan_threshold<kThreads, 1>(group_count, k, sm);
   if (group.bin < kThreads && threadIdx.x < 32) {
     // Lane l reads bin l % kGroup of the group in CTA l / kGroup (and every 32 / kGroup CTAs after it);
@@ -294,11 +310,11 @@ __device__ void topk_resident(const TopkParams& p) {
         if (!In::is_nan(x) && key >= th.lo && key < th.hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
       }
     }
-    sync_all();
+    cluster::sync_all<kCluster>();
     constexpr int kDigitsPer = kDigits / kThreads;
     int d[kDigitsPer];
 #pragma unroll
-    for (int i = 0; i < kDigitsPer; ++i) d[i] = static_cast<int>(cluster_sum(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
+    for (int i = 0; i < kDigitsPer; ++i) d[i] = static_cast<int>(cluster::sum<kCluster>(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
     const FoundBin g = scan_threshold<kThreads, kDigitsPer>(d, th.need, sm);
     narrow_to_digit<kDigits>(th, g, shift);
     ++passes;
@@ -370,17 +386,9 @@ __device__ void topk_resident(const TopkParams& p) {
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
   if (!single && total_candidates > th.need) {
     if constexpr (kCluster > 1) {
-      if (rank != 0) {
-        const unsigned int to = cluster::map(&sm.candidate_key[candidates_before], 0);
-        for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
-      }
-      cluster::sync();
-      if (rank == 0) {
+      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, [&] {
         rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
-        if (threadIdx.x >= 1 && threadIdx.x < kCluster)
-          for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
-      }
-      cluster::sync();
+      });
     } else if (total_candidates <= kThreads / kPairwiseGroup) {
       rank_pairwise<kThreads>(total_candidates, th.need, sm, sm.above);
       ranked = true;
@@ -451,18 +459,7 @@ __device__ void topk_resident(const TopkParams& p) {
       for (unsigned int m = a; m != 0; m &= m - 1) sm.out[at++] = from + __ffs(static_cast<int>(m)) - 1;
       return;
     }
-    for (unsigned int m = a | t; m != 0; m &= m - 1) {
-      const int bit = __ffs(static_cast<int>(m)) - 1;
-      int position;
-      if ((a >> bit) & 1u) {
-        position = na + min(nt, tie_slots);
-        ++na;
-      } else {
-        position = nt < tie_slots ? na + nt : -1;
-        ++nt;
-      }
-      if (position >= 0) sm.out[position - base] = from + bit;
-    }
+    place_word(sm.out, from, a, t, na, nt, tie_slots, base);
   };
   place(first, a0, t0);
   place(first + 32, a1, t1);

@@ -183,10 +183,8 @@ __device__ void topk_split(const TopkParams& p) {
 
   // This CTA's segment of the window [start, len): whole vectors from the one holding `start`, in rank
   // order; columns before `start` read as NaN.
-  const int start = topk_row_start(p, r, len), from = aligned_start<Tile::kPer>(start);
-  const long long per_cta = ((static_cast<long long>(len - from) + kCluster - 1) / kCluster + Tile::kPer - 1) / Tile::kPer * Tile::kPer;
-  const int begin = static_cast<int>(min(static_cast<long long>(len), from + rank * per_cta));
-  const int end = static_cast<int>(min(static_cast<long long>(len), begin + per_cta));
+  const TopkSegment segment = topk_segment<Tile::kPer, kCluster>(p, r, len, rank);
+  const int start = segment.start, begin = segment.begin, end = segment.end;
   const int vectors = (end - begin + Tile::kPer - 1) / Tile::kPer;
   const bool resident = vectors <= kStages * kStageVectors;
   // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row

@@ -50,7 +50,8 @@ struct TopkTile {
   // consecutive owners).
   __device__ __forceinline__ int slot(int u, int owner) const { return u * kThreads + (owner ^ (u * (8 / live))); }
   __device__ __forceinline__ uint4 vector(int u) const { return slots[slot(u, threadIdx.x)]; }
-  __device__ __forceinline__ static Raw element(const uint4& v, int e) {  // e: a constant
+  // Element e of a vector: selects (no local memory) whether or not e is a constant.
+  __device__ __forceinline__ static Raw element(const uint4& v, int e) {
     const int i = kPer == 4 ? e : e >> 1;
     const unsigned int word = i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
     if constexpr (kPer == 4) return In::from_bits(word);
