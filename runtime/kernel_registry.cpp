@@ -33,6 +33,26 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   FI_CU(cuModuleGetFunction, spec.key, &kernel.function, kernel.module, spec.entry.c_str());
   FI_CU(cuFuncSetAttribute, spec.key, kernel.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         static_cast<int>(spec.smem_bytes));
+  int required_cluster = 0;
+  if (kernel.arch.major >= 9)
+    FI_CU(cuFuncGetAttribute, spec.key, &required_cluster, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, kernel.function);
+  if (kernel.arch.major >= 9 && required_cluster == 0) {
+    for (int i = 1; i < 4; ++i) {
+      CUlaunchAttribute cluster{};
+      cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+      cluster.value.clusterDim.x = 1u << i;
+      cluster.value.clusterDim.y = cluster.value.clusterDim.z = 1;
+      CUlaunchConfig config{};
+      config.gridDimX = 1u << i;
+      config.gridDimY = config.gridDimZ = 1;
+      config.blockDimX = spec.threads;
+      config.blockDimY = config.blockDimZ = 1;
+      config.sharedMemBytes = spec.smem_bytes;
+      config.attrs = &cluster;
+      config.numAttrs = 1;
+      FI_CU(cuOccupancyMaxActiveClusters, spec.key, &kernel.max_active_clusters[i], kernel.function, &config);
+    }
+  }
   int max_threads = 0;  // also forces a lazily loaded function to load now, outside any capture
   FI_CU(cuFuncGetAttribute, spec.key, &max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);
   if (max_threads < static_cast<int>(spec.threads))

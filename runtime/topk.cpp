@@ -168,8 +168,18 @@ constexpr int kTopkCtasPerSm = 2;
 //   FP32 128 x 32K: streaming split 1 25.8, resident split 2 23.7; 512 x 32K: 71.6, 80.8.
 // The wide form is slower where the 512-thread form fits (1 x 8K FP32 10.3 against 11.9): its scans and
 // barriers span twice the warps.
-TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch, int multiprocessors,
+std::int64_t TopkDevice::rows_at_once(int split, bool wide) const {
+  const int per_sm = wide ? 1 : 2;
+  int i = 0;
+  while ((1 << i) < split) ++i;
+  const int known = split > 1 && i < 4 ? (wide ? clusters_one_per_sm : clusters_two_per_sm)[i] : 0;
+  return known > 0 ? known : static_cast<std::int64_t>(multiprocessors) * per_sm / split;
+}
+
+TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const TopkDevice& device,
                               int requested_split) {
+  const Arch& arch = device.arch;
+  const int multiprocessors = device.multiprocessors;
   const bool automatic = requested_split == 0;
   const int split = automatic ? automatic_topk_split(rows, width, multiprocessors, arch) : requested_split;
   // An FP32 row on one CTA: the register selector (its 512-thread form where that holds the row). Its
@@ -181,7 +191,9 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   const std::int64_t sms = multiprocessors;
   auto segment = [&](int s) { return ((width + s - 1) / s + per - 1) / per * per; };
   auto fits = [&](int s) { return segment(s) <= topk_resident_columns(logits, arch, false); };
-  auto fits_wide = [&](int s) { return arch.major >= 9 && rows * s <= sms && segment(s) <= topk_resident_columns(logits, arch, true); };
+  auto fits_wide = [&](int s) {
+    return arch.major >= 9 && rows <= device.rows_at_once(s, true) && segment(s) <= topk_resident_columns(logits, arch, true);
+  };
   TopkChoice c{split, fits(split), false};
   auto grow = [&](auto&& ok) {
     for (int s : supported_topk_splits(arch))
@@ -193,17 +205,26 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   };
   if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows * s <= sms; });
   if (!c.resident) c.resident = c.wide = fits_wide(c.split);
-  if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows * s <= 2 * sms; });
+  if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows <= device.rows_at_once(s, false); });
   if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
   // A streamed row: the filter selector where its bitmaps hold the segment. A CTA of it streams at
   // about half an SM's share of the bandwidth, so an automatic split of 1 becomes 2 where the grid stays
   // within two CTAs per SM. Clusters of 4 were slower (device run 79, FP32 x 128K, µs, histogram given /
   // sampled: 64 rows split 1 33.3 / 41.5, 2 24.0 / 32.5, 4 33.9 / 79.6; 128 rows 39.9 / 51.3, 33.8 / 50.2,
   // 55.2 / 137; 512 rows 98.4 / 138, 117 / 184, 166 / 459).
+  // Where one CTA per SM holds the grid, a cluster of 4 beat 2 (run 84, FP32 x 256K: 16 rows 26.3 against
+  // 38.0 µs, 32 rows 31.8 against 38.1); with more rows 2 beat 4 (64 x 256K 44.0 against 57.8).
   if (!c.resident) c.filter = has_large_smem(arch) && segment(c.split) <= kernels::kFilterColumns;
-  if (c.filter && automatic && c.split == 1 && arch.major >= 9 && rows * 2 <= kTopkCtasPerSm * sms &&
-      segment(2) >= kTopkMinSegment)
-    c.split = 2;
+  if (c.filter && automatic && arch.major >= 9) {
+    for (int s : {4, 2})
+      if (s > c.split && rows * s <= sms && rows <= device.rows_at_once(s, false) && segment(s) >= kTopkMinSegment) {
+        c.split = s;
+        break;
+      }
+    if (c.split == 1 && rows * 2 <= kTopkCtasPerSm * sms && rows <= device.rows_at_once(2, false) &&
+        segment(2) >= kTopkMinSegment)
+      c.split = 2;
+  }
   return c;
 }
 

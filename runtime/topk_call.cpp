@@ -137,15 +137,31 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
 }
 
 
+TopkDevice topk_device(std::string_view op, LogitsDType logits, CUstream stream) {
+  // The one-CTA kernel exists on every arch; it tells the device's arch and size. The resident
+  // selector's one-CTA kernels (two CTAs per SM, and one for the wide form) tell how many clusters of
+  // their kind run at once.
+  const LoadedKernel& one_cta = loaded_kernel(op, {logits, Arch{}, 1}, stream);
+  TopkDevice device{one_cta.arch, one_cta.multiprocessors};
+  if (one_cta.arch.major >= 9) {
+    const LoadedKernel& resident = loaded_kernel(op, {logits, Arch{}, 1, true, false}, stream);
+    const LoadedKernel& wide = loaded_kernel(op, {logits, Arch{}, 1, true, true}, stream);
+    for (int i = 0; i < 4; ++i) {
+      device.clusters_two_per_sm[i] = resident.max_active_clusters[i];
+      device.clusters_one_per_sm[i] = wide.max_active_clusters[i];
+    }
+  }
+  return device;
+}
+
 TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream) {
-  // The one-CTA kernel exists on every arch; it tells the device's arch and size for the choice.
-  const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
+  const TopkDevice device = topk_device(op, call.logits, stream);
   // automatic_topk_split() never asks for a cluster before sm_90; a forced split may.
-  if (call.split > 1 && one_cta.arch.major < 9)
+  if (call.split > 1 && device.arch.major < 9)
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
-                                    call.split, one_cta.arch.name()));
-  const TopkChoice c =
-      choose_topk_kernel(call.params.rows, call.params.width, call.logits, one_cta.arch, one_cta.multiprocessors, call.split);
+                                    call.split, device.arch.name()));
+  const TopkChoice c = choose_topk_kernel(call.params.rows, call.params.width, call.logits, device, call.split);
+  const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
   TopkLaunch launch;
   launch.kernel = c.split == 1 && !c.on_chip() && !c.filter
                       ? &one_cta

@@ -8,6 +8,7 @@
 #include "../kernels/topk_params.cuh"
 #include "flash_indexer/topk.hpp"
 #include "kernel_registry.hpp"
+#include "topk_kernel.hpp"
 
 namespace flash_indexer {
 
@@ -27,6 +28,9 @@ struct TopkLaunch {
   unsigned grid = 0;  // rows * split CTAs
   bool on_chip = false;  // the register or resident selector, which counts its rows itself (a given histogram is not read)
 };
+
+// The device as choose_topk_kernel() sees it (loads the kernels that tell it).
+TopkDevice topk_device(std::string_view op, LogitsDType logits, CUstream stream);
 
 // Not for an empty call.
 TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stream);

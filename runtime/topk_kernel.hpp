@@ -23,7 +23,22 @@ struct TopkChoice {
   // The row stays on chip and no given histogram is read.
   bool on_chip() const { return resident || registers; }
 };
-TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch, int multiprocessors,
+
+// What the choice knows of the device: its arch, SMs, and how many clusters of 2, 4 and 8 CTAs run at
+// once (at index log2 of the size) with two CTAs per SM (the 512-thread selectors) and with one (the
+// 1024-thread wide form). A GPC holds whole clusters, so a grid of clusters can need a second wave long
+// before it has one CTA per SM slot: on the H200 a grid of 32 rows in clusters of 8 at two CTAs per SM
+// took 31.6 µs against 20.7 for 16 rows, and 16 rows at one per SM 42.3 against 22.2 for 8 (device run
+// 84, FP32 x 128K / 256K). Zero: not known, taken as multiprocessors * CTAs per SM / size.
+struct TopkDevice {
+  Arch arch;
+  int multiprocessors = 0;
+  int clusters_two_per_sm[4] = {};
+  int clusters_one_per_sm[4] = {};
+  // Rows of `split` CTAs each that run at once (one wave).
+  std::int64_t rows_at_once(int split, bool wide) const;
+};
+TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType logits, const TopkDevice& device,
                               int requested_split);
 
 }  // namespace flash_indexer

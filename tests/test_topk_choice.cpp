@@ -9,12 +9,18 @@ using namespace flash_indexer;
 
 namespace {
 
-const Arch h200{9, 0, true};
+const Arch h200_arch{9, 0, true};
 constexpr int kSms = 132;
+// The H200's cluster capacities as cuOccupancyMaxActiveClusters gave them (device run 85, `bench topk` prints them): clusters of
+// 2, 4, 8 at two CTAs per SM and at one.
+const TopkDevice h200{h200_arch, kSms, {0, 132, 62, 30}, {0, 66, 30, 15}};
+
+TopkDevice device_of(const Arch& arch) { return arch.major >= 9 ? TopkDevice{arch, kSms} : TopkDevice{arch, 108}; }
 
 // The automatic choice for rows x width, as topk() makes it.
-TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch = h200) {
-  return choose_topk_kernel(rows, width, logits, arch, kSms, 0);
+TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits) { return choose_topk_kernel(rows, width, logits, h200, 0); }
+TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch) {
+  return choose_topk_kernel(rows, width, logits, device_of(arch), 0);
 }
 
 void check(const TopkChoice& c, int split, bool resident, bool wide, bool registers = false) {
@@ -41,10 +47,10 @@ TEST_CASE("topk kernel choice: an FP32 row on one CTA takes the register selecto
   }
   check(automatic(1, 8192, LogitsDType::f32, Arch{8, 0, false}), 1, false, false, true);
   // A forced split of 1 too; a row past 16K stays resident or streams.
-  check(choose_topk_kernel(64, 12000, LogitsDType::f32, h200, kSms, 1), 1, false, true, true);
-  check(choose_topk_kernel(1, 32768, LogitsDType::f16, h200, kSms, 1), 1, true, false);
-  check(choose_topk_kernel(1, 16385, LogitsDType::f32, h200, kSms, 1), 1, true, true);
-  check(choose_topk_kernel(1, 8192, LogitsDType::f32, h200, kSms, 2), 2, true, false);
+  check(choose_topk_kernel(64, 12000, LogitsDType::f32, h200, 1), 1, false, true, true);
+  check(choose_topk_kernel(1, 32768, LogitsDType::f16, h200, 1), 1, true, false);
+  check(choose_topk_kernel(1, 16385, LogitsDType::f32, h200, 1), 1, true, true);
+  check(choose_topk_kernel(1, 8192, LogitsDType::f32, h200, 2), 2, true, false);
 }
 
 TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cluster take the resident form",
@@ -52,8 +58,22 @@ TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cl
   check(automatic(1, 131072, LogitsDType::f32), 8, true, false);   // 16K per CTA
   check(automatic(64, 32768, LogitsDType::f32), 2, true, false);
   check(automatic(32, 65536, LogitsDType::f32), 4, true, false);   // grown from 2: one CTA per SM
-  check(automatic(32, 131072, LogitsDType::f32), 8, true, false);  // grown from 2: two per SM beats wide at 4
-  check(automatic(32, 262144, LogitsDType::f16), 8, true, false);
+  check(automatic(16, 131072, LogitsDType::f32), 8, true, false);  // grown from 4: one CTA per SM
+  check(automatic(24, 262144, LogitsDType::f16), 4, true, true);   // 24 clusters of 4 at one CTA per SM
+}
+
+TEST_CASE("topk kernel choice: a cluster grid the device cannot run at once streams instead", "[topk_choice]") {
+  // 32 clusters of 8 at two CTAs per SM: the H200 runs 30 at once (run 84: 31.6 µs against 27.9 on the
+  // filter selector at split 2); 16 of 8 at one per SM, 15 (42.3 against 26.3 at split 4).
+  CHECK(automatic(32, 131072, LogitsDType::f32).filter);
+  CHECK(automatic(32, 262144, LogitsDType::f16).filter);
+  check(automatic(16, 262144, LogitsDType::f32), 4, false, false);
+  CHECK(automatic(16, 262144, LogitsDType::f32).filter);
+  check(automatic(32, 262144, LogitsDType::f32), 4, false, false);  // 2 before: one CTA per SM at 4 beat two at 2
+  // Without the device's numbers a cluster is taken to fill every SM slot.
+  const TopkDevice uniform{h200_arch, kSms};
+  check(choose_topk_kernel(32, 131072, LogitsDType::f32, uniform, 0), 8, true, false);
+  check(choose_topk_kernel(16, 262144, LogitsDType::f32, uniform, 0), 8, true, true);
 }
 
 TEST_CASE("topk kernel choice: the wide form where only it keeps the row on chip", "[topk_choice]") {
@@ -72,19 +92,19 @@ TEST_CASE("topk kernel choice: long rows in large batches stream, a forced split
   check(automatic(512, 131072, LogitsDType::f16), 1, false, false);
   check(automatic(64, 131072, LogitsDType::f32), 2, false, false);
   check(automatic(128, 131072, LogitsDType::f32), 2, false, false);
-  check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, kSms, 2), 2, false, false);
-  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 4), 4, true, true);  // 32K per CTA
-  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, kSms, 1), 1, false, false);
+  check(choose_topk_kernel(32, 131072, LogitsDType::f32, h200, 2), 2, false, false);
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, 4), 4, true, true);  // 32K per CTA
+  check(choose_topk_kernel(1, 131072, LogitsDType::f32, h200, 1), 1, false, false);
 }
 
 TEST_CASE("topk kernel choice: streamed rows take the filter selector where its bitmaps hold the segment", "[topk_choice]") {
   CHECK(automatic(512, 32768, LogitsDType::f32).filter);
   CHECK(automatic(512, 131072, LogitsDType::f16).filter);
   CHECK(automatic(64, 131072, LogitsDType::f32).filter);
-  CHECK(choose_topk_kernel(1, 262144, LogitsDType::f32, h200, kSms, 1).filter);  // 256K columns: the largest segment
+  CHECK(choose_topk_kernel(1, 262144, LogitsDType::f32, h200, 1).filter);  // 256K columns: the largest segment
   CHECK(automatic(512, 131072, LogitsDType::f32, Arch{8, 0, false}).filter);
   // Not past 256K columns per CTA, nor where a CTA has no 163 KiB of shared memory, nor for on-chip rows.
-  CHECK_FALSE(choose_topk_kernel(1, 262148, LogitsDType::f32, h200, kSms, 1).filter);
+  CHECK_FALSE(choose_topk_kernel(1, 262148, LogitsDType::f32, h200, 1).filter);
   CHECK_FALSE(automatic(512, 131072, LogitsDType::f32, Arch{8, 6, false}).filter);
   CHECK_FALSE(automatic(1, 131072, LogitsDType::f32).filter);
   CHECK_FALSE(automatic(512, 8192, LogitsDType::f32).filter);

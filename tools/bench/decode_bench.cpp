@@ -6,7 +6,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "gpu_timer.hpp"
 #include "paged_inputs.hpp"
-#include "topk_kernel.hpp"
+#include "topk_call.hpp"
 
 namespace flash_indexer::bench {
 
@@ -56,7 +56,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
               // The logits step as run() launches it: with the histogram only where the top-k streams.
               PagedMqaLogitsOptions lo;
-              if (!choose_topk_kernel(rows, plan.width(), dtype, gpu.arch(), gpu.multiprocessors(), 0).on_chip())
+              if (!choose_topk_kernel(rows, plan.width(), dtype, topk_device("bench decode", dtype, nullptr), 0).on_chip())
                 lo.histogram = plan.histogram(batch);
               const TensorView logits = plan.logits(batch);
               r.logits_us =

@@ -7,7 +7,7 @@
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
 #include "gpu_timer.hpp"
-#include "topk_kernel.hpp"
+#include "topk_call.hpp"
 
 namespace flash_indexer::bench {
 
@@ -75,7 +75,7 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   r.input = input;
                   r.width = width;
                   // What topk() launches: the automatic split may grow to keep rows resident.
-                  const TopkChoice choice = choose_topk_kernel(rows, width, dtype, gpu.arch(), gpu.multiprocessors(), split);
+                  const TopkChoice choice = choose_topk_kernel(rows, width, dtype, topk_device("bench topk", dtype, nullptr), split);
                   r.split = choice.split;
                   r.split_name = (split != 0 ? "" : "a") + std::to_string(choice.split);
                   r.selector = choice.registers ? (choice.wide ? "regw" : "reg") : choice.wide ? "wide" : choice.resident ? "res" : choice.filter ? "flt" : "str";

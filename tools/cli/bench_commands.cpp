@@ -15,6 +15,7 @@
 #include "logits_bench.hpp"
 #include "prefill_bench.hpp"
 #include "topk_bench.hpp"
+#include "topk_call.hpp"
 
 namespace flash_indexer::cli {
 namespace {
@@ -76,6 +77,12 @@ int cmd_bench_topk(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
+  {  // what the automatic split is chosen from: clusters that run at once, per kind of CTA
+    const fi::TopkDevice d = fi::topk_device("bench topk", fi::LogitsDType::f32, nullptr);
+    std::printf("clusters of 2/4/8 CTAs at once: %d/%d/%d at two CTAs per SM, %d/%d/%d at one (%d SMs)\n",
+                d.clusters_two_per_sm[1], d.clusters_two_per_sm[2], d.clusters_two_per_sm[3], d.clusters_one_per_sm[1],
+                d.clusters_one_per_sm[2], d.clusters_one_per_sm[3], d.multiprocessors);
+  }
   std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %4s %9s %8s %6s %7s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
               "ragged", "split", "sel", "us", "GB/s", "BW%", "sampled", "passes");
   nlohmann::json json = nlohmann::json::array();
