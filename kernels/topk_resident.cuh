@@ -49,9 +49,9 @@ struct TopkResidentSmem {
   int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin
   int candidates;
   // Written by the cluster's CTAs (each its own slot), read after a cluster barrier.
-  int peer_candidates[8];
-  int peer_above[8];
-  int peer_tied[8];
+  int peer_candidates[16];
+  int peer_above[16];
+  int peer_tied[16];
   unsigned int decision[4];  // from the leader: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
 };
 
@@ -173,7 +173,8 @@ __device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int b
 
 template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
 __device__ void topk_resident(const TopkParams& p) {
-  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
+  // 16: a non-portable cluster size (sm_90; the host allows it per kernel).
+  static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8 || kCluster == 16, "a cluster size");
   static_assert(kStages * kStageVectors <= kMaxLive * kThreads, "stages");
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
   using In = TopkInput<kIn>;

@@ -36,8 +36,12 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   int required_cluster = 0;
   if (kernel.arch.major >= 9)
     FI_CU(cuFuncGetAttribute, spec.key, &required_cluster, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, kernel.function);
+  // A cluster of more than 8 CTAs (a non-portable size) needs the function's permission: the kernels
+  // compiled with one, and the one-CTA kernels whose capacity for such clusters is asked below.
+  if (kernel.arch.major >= 9 && (required_cluster == 0 || required_cluster > 8))
+    FI_CU(cuFuncSetAttribute, spec.key, kernel.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
   if (kernel.arch.major >= 9 && required_cluster == 0) {
-    for (int i = 1; i < 4; ++i) {
+    for (int i = 1; i < 5; ++i) {
       CUlaunchAttribute cluster{};
       cluster.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
       cluster.value.clusterDim.x = 1u << i;

@@ -24,11 +24,11 @@ struct LoadedKernel {
   int variant = 0;          // KernelSpec::variant
   Arch arch{};              // the target it was compiled for
   int multiprocessors = 0;  // of the device the module was loaded on
-  // Clusters of 2, 4 and 8 CTAs of this kernel (its threads and shared memory) that the device runs at
+  // Clusters of 2, 4, 8 and 16 CTAs of this kernel (its threads and shared memory) that the device runs at
   // once (cuOccupancyMaxActiveClusters), at index log2 of the size (index 0 unused); 0 before sm_90 and for a kernel
   // compiled with a cluster size. A GPC holds whole clusters, so this can be well below
   // multiprocessors * (CTAs per SM) / size: on the H200 30 clusters of 8 at two CTAs per SM, not 33.
-  int max_active_clusters[4] = {};
+  int max_active_clusters[5] = {};
 };
 
 // Loads spec in the current context (disk cache -> NVRTC on a miss -> cuModuleLoadData), sets the

@@ -40,7 +40,7 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
   const bool wide = (resident && parts[1].starts_with("residentwide")) || (registers && parts[1].starts_with("registerwide"));
   if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident || registers || filter) || !in)
     throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
-                                    "topk.resident<1|2|4|8>..., topk.residentwide<1|2|4|8>..., topk.register1..., "
+                                    "topk.resident<1|2|4|8|16>..., topk.residentwide<1|2|4|8>..., topk.register1..., "
                                     "topk.registerwide1... or topk.filter<1|2|4|8>...",
                                     key));
   TopkConfig c;
@@ -61,8 +61,10 @@ void TopkConfig::check_supported() const {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
                                     static_cast<int>(logits)));
-  if (split != 1 && split != 2 && split != 4 && split != 8)
-    throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4 or 8, got {}", key(), split));
+  if (split != 1 && split != 2 && split != 4 && split != 8 && split != 16)
+    throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4, 8 or 16, got {}", key(), split));
+  if (split == 16 && (!resident || wide))
+    throw ArgumentError(fmt::format("topk configuration {}: a cluster of 16 runs only the resident selector's 512-thread form", key()));
   if (registers && (resident || split != 1))
     throw ArgumentError(fmt::format("topk configuration {}: the register selector runs one CTA per row (split 1), got split {}",
                                     key(), split));
@@ -93,6 +95,9 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
     for (int split : supported_topk_splits(arch))
       for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
         configs.push_back({dtype, arch, split, variant >= 1, variant == 2});
+  if (arch.major >= 9)  // the resident selector in clusters of 16 (a non-portable size)
+    for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+      configs.push_back({dtype, arch, 16, true, false});
   for (bool wide : {false, true})  // the register selector (FP32), 8 and 16 logits per thread
     configs.push_back({LogitsDType::f32, arch, 1, false, wide, true});
   if (has_large_smem(arch))
@@ -172,7 +177,7 @@ std::int64_t TopkDevice::rows_at_once(int split, bool wide) const {
   const int per_sm = wide ? 1 : 2;
   int i = 0;
   while ((1 << i) < split) ++i;
-  const int known = split > 1 && i < 4 ? (wide ? clusters_one_per_sm : clusters_two_per_sm)[i] : 0;
+  const int known = split > 1 && i < 5 ? (wide ? clusters_one_per_sm : clusters_two_per_sm)[i] : 0;
   return known > 0 ? known : static_cast<std::int64_t>(multiprocessors) * per_sm / split;
 }
 
@@ -195,6 +200,7 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
     return arch.major >= 9 && rows <= device.rows_at_once(s, true) && segment(s) <= topk_resident_columns(logits, arch, true);
   };
   TopkChoice c{split, fits(split), false};
+  if (split == 16) return c;  // only the resident 512-thread form runs clusters of 16 (prepare_topk says so)
   auto grow = [&](auto&& ok) {
     for (int s : supported_topk_splits(arch))
       if (s > c.split && ok(s)) {
@@ -207,6 +213,16 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   if (!c.resident) c.resident = c.wide = fits_wide(c.split);
   if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows <= device.rows_at_once(s, false); });
   if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
+  // A cluster of 16 (512 threads) where a cluster of 8 fills more than half of its CTAs' buffers (or
+  // needs the wide form), while its CTAs take at most half of the SMs. Run 86, µs at 8 / 16: FP32
+  // 1 x 256K 22.1 (wide) / 17.1, 4 x 256K 23.0 / 18.5, 1 x 128K 14.9 / 14.5; FP16 1 x 256K 17.0 / 15.8,
+  // 4 x 256K 16.9 / 16.2; but 8 rows x 256K 22.4 / 23.4 (FP32) and 17.5 / 21.2 (FP16), and a cluster of 8
+  // at half its buffers won (FP16 1 x 128K 13.4 / 13.9, FP32 1 x 64K 12.2 / 13.1).
+  if (automatic && arch.major >= 9 && c.resident && c.split == 8 && rows * 16 * 2 <= sms &&
+      rows <= device.rows_at_once(16, false) && fits(16) && segment(8) * 2 > topk_resident_columns(logits, arch, false)) {
+    c.split = 16;
+    c.wide = false;
+  }
   // A streamed row: the filter selector where its bitmaps hold the segment. A CTA of it streams at
   // about half an SM's share of the bandwidth, so an automatic split of 1 becomes 2 where the grid stays
   // within two CTAs per SM. Clusters of 4 were slower (device run 79, FP32 x 128K, µs, histogram given /

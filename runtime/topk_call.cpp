@@ -17,7 +17,7 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const TopkConfig& c) const {
-    return (((static_cast<std::size_t>(c.logits) * 16 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0)) * 2 +
+    return (((static_cast<std::size_t>(c.logits) * 32 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0)) * 2 +
             (c.registers ? 1 : 0)) * 2 + (c.filter ? 1 : 0);
   }
 };
@@ -46,8 +46,10 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   if (rows > 1 && logits.strides[0] < width)
     oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
   l.logits = logits_dtype_of(logits.dtype);
-  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8)
-    throw ArgumentError(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got {}", op, options.split));
+  if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8 &&
+      options.split != 16)
+    throw ArgumentError(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got {}", op,
+                                    options.split));
   if (rows * std::max(options.split, 1) > INT_MAX)
     throw ArgumentError(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
                                     rows, options.split));
@@ -146,7 +148,7 @@ TopkDevice topk_device(std::string_view op, LogitsDType logits, CUstream stream)
   if (one_cta.arch.major >= 9) {
     const LoadedKernel& resident = loaded_kernel(op, {logits, Arch{}, 1, true, false}, stream);
     const LoadedKernel& wide = loaded_kernel(op, {logits, Arch{}, 1, true, true}, stream);
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 5; ++i) {
       device.clusters_two_per_sm[i] = resident.max_active_clusters[i];
       device.clusters_one_per_sm[i] = wide.max_active_clusters[i];
     }
@@ -161,6 +163,11 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
     throw ArgumentError(fmt::format("{}: options.split = {}: thread-block clusters need sm_90 or newer, this device is {}", op,
                                     call.split, device.arch.name()));
   const TopkChoice c = choose_topk_kernel(call.params.rows, call.params.width, call.logits, device, call.split);
+  if (c.split == 16 && !c.resident)
+    throw ArgumentError(fmt::format("{}: options.split = 16: a cluster of 16 runs only rows whose segment per CTA stays "
+                                    "resident ({} {} logits per CTA), got rows of width {}",
+                                    op, topk_resident_columns(call.logits, device.arch, false), logits_name(call.logits),
+                                    call.params.width));
   const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
   TopkLaunch launch;
   launch.kernel = c.split == 1 && !c.on_chip() && !c.filter

@@ -24,7 +24,7 @@ struct TopkChoice {
   bool on_chip() const { return resident || registers; }
 };
 
-// What the choice knows of the device: its arch, SMs, and how many clusters of 2, 4 and 8 CTAs run at
+// What the choice knows of the device: its arch, SMs, and how many clusters of 2, 4, 8 and 16 CTAs run at
 // once (at index log2 of the size) with two CTAs per SM (the 512-thread selectors) and with one (the
 // 1024-thread wide form). A GPC holds whole clusters, so a grid of clusters can need a second wave long
 // before it has one CTA per SM slot: on the H200 a grid of 32 rows in clusters of 8 at two CTAs per SM
@@ -33,8 +33,8 @@ struct TopkChoice {
 struct TopkDevice {
   Arch arch;
   int multiprocessors = 0;
-  int clusters_two_per_sm[4] = {};
-  int clusters_one_per_sm[4] = {};
+  int clusters_two_per_sm[5] = {};
+  int clusters_one_per_sm[5] = {};
   // Rows of `split` CTAs each that run at once (one wave).
   std::int64_t rows_at_once(int split, bool wide) const;
 };

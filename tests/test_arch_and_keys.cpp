@@ -65,8 +65,12 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 1, false, false, true}.key() == "topk.register1.in-f32.sm_90a");
   CHECK(TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true}.key() == "topk.registerwide1.in-f32.sm_80");
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 2, false, false, false, true}.key() == "topk.filter2.in-f32.sm_90a");
-  // streaming, resident, wide resident; the register selector's two forms; the filter selector
-  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 2 + 4 * 3);
+  // streaming, resident, wide resident; the resident form in clusters of 16; the register selector's two
+  // forms; the filter selector
+  CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 3 + 2 + 4 * 3);
+  CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 16, true}.key() == "topk.resident16.in-f32.sm_90a");
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split16.in-f32.sm_90a"), Contains("only the resident selector's 512-thread form"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide16.in-f32.sm_90a"), Contains("only the resident selector's 512-thread form"));
   CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2 + 3);  // no clusters nor wide resident form before sm_90
   CHECK(supported_topk_configs(Arch{8, 6, false}).size() == 2 * 3 + 2);      // nor the filter selector's 163 KiB
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
@@ -74,7 +78,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f8.sm_90a"), Contains("topk.split<1|2|4|8>.in-<f32|f16|bf16>"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.radix.in-f32.sm_90a"), Contains("topk.split<1|2|4|8>"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split1.in-f32.sm_70"), Contains("sm_70"));
-  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split3.in-f32.sm_90a"), Contains("split 1, 2, 4 or 8"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split3.in-f32.sm_90a"), Contains("split 1, 2, 4, 8 or 16"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split4.in-f32.sm_80"), Contains("clusters"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident4.in-f32.sm_80"), Contains("clusters"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.resident.in-f32.sm_90a"), Contains("topk.resident"));
@@ -87,7 +91,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged portable MXFP4, top-k, prefill (mqa_logits portable and
   // sm90), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 50 + 36 + 36 + 2);
+  CHECK(specs.size() == 288 + 144 + 48 + 53 + 36 + 36 + 2);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

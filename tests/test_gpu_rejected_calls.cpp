@@ -169,7 +169,10 @@ TEST_CASE("gpu: rejected topk calls change no byte and leave the context usable"
       {"values: expected shape[1] = 512 (k)", [](Args& a) { a.options.values.shape[1] = 256; }},
       {"histogram: expected shape[1] = 1024", [](Args& a) { a.options.histogram = a.lengths; a.options.histogram.rank = 2; a.options.histogram.shape = {5, 3}; a.options.histogram.strides = {3, 1}; }},
       {"block_table: expected shape[0] = B dividing rows = 5", [](Args& a) { a.options.block_table = TensorView::contiguous(a.lengths.data, DType::i32, {2, 1}); }},
-      {"options.split: expected 0 (automatic) or 1, 2, 4, 8", [](Args& a) { a.options.split = 3; }},
+      {"options.split: expected 0 (automatic) or 1, 2, 4, 8, 16", [](Args& a) { a.options.split = 3; }},
+      // Known only once the device is (the choice), still before anything is enqueued.
+      {"options.split = 16: a cluster of 16 runs only rows whose segment per CTA stays resident",
+       [](Args& a) { a.logits.shape[1] = 300000; a.logits.strides[0] = 300000; a.options.split = 16; }},
       {"options.next_n: expected 0 (per-row lengths) or 1..64", [](Args& a) { a.options.next_n = -2; }},
   };
   for (const auto& [text, change] : table) {

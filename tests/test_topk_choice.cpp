@@ -55,7 +55,9 @@ TEST_CASE("topk kernel choice: an FP32 row on one CTA takes the register selecto
 
 TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cluster take the resident form",
           "[topk_choice]") {
-  check(automatic(1, 131072, LogitsDType::f32), 8, true, false);   // 16K per CTA
+  check(automatic(1, 131072, LogitsDType::f32), 16, true, false);  // 16K per CTA at 8 fills the buffer: 16
+  check(automatic(8, 131072, LogitsDType::f32), 8, true, false);   // not for 8 rows (128 CTAs)
+  check(automatic(4, 131072, LogitsDType::f16), 8, true, false);   // 16K FP16 per CTA at 8: half the buffer
   check(automatic(64, 32768, LogitsDType::f32), 2, true, false);
   check(automatic(32, 65536, LogitsDType::f32), 4, true, false);   // grown from 2: one CTA per SM
   check(automatic(16, 131072, LogitsDType::f32), 8, true, false);  // grown from 4: one CTA per SM
@@ -77,7 +79,9 @@ TEST_CASE("topk kernel choice: a cluster grid the device cannot run at once stre
 }
 
 TEST_CASE("topk kernel choice: the wide form where only it keeps the row on chip", "[topk_choice]") {
-  check(automatic(1, 262144, LogitsDType::f32), 8, true, true);    // 32K FP32 per CTA
+  check(automatic(1, 262144, LogitsDType::f32), 16, true, false);  // 16K FP32 per CTA, not 32K on the wide form
+  check(automatic(4, 262144, LogitsDType::f16), 16, true, false);
+  check(automatic(5, 262144, LogitsDType::f32), 8, true, true);     // 32K FP32 per CTA
   check(automatic(8, 262144, LogitsDType::f32), 8, true, true);
   check(automatic(64, 65536, LogitsDType::f32), 2, true, true);    // one CTA per SM beats 512 threads at split 4
   check(automatic(64, 131072, LogitsDType::f16), 2, true, true);

@@ -254,8 +254,8 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
         a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
       },
       "options.relative: expected absolute columns with options.block_table");
-  expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 3");
-  expect_topk_error([](TopkArgs& a) { a.options.split = 16; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8 CTAs per row, got 16");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 3");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 32; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 32");
   expect_topk_error([](TopkArgs& a) { a.logits.shape[0] = 1 << 29; a.options.split = 8; },
                     "options.split: expected rows * split <= 2^31-1 (the grid), got 536870912 rows * 8");
 }
@@ -340,7 +340,7 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   CHECK_THROWS_WITH(warm_paged_mqa_logits(c), Contains("config.variant: expected automatic, portable or sm90, got 5"));
   TopkConfig t;
   t.split = 3;
-  CHECK_THROWS_WITH(warm_topk(t), Contains("expected split 1, 2, 4 or 8, got 3"));
+  CHECK_THROWS_WITH(warm_topk(t), Contains("expected split 1, 2, 4, 8 or 16, got 3"));
   CHECK_THROWS_WITH(warm_topk(static_cast<LogitsDType>(7)), Contains("warm_topk: logits: expected f32, f16 or bf16, got 7"));
   CHECK_THROWS_WITH(DecodePlan({-1, 1, 64, 128, 2048, LogitsDType::f16, 1000}), Contains("config.max_batch"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 0, LogitsDType::f16, 1000}), Contains("config.k"));

@@ -20,7 +20,8 @@ constexpr int kMaxTopk = 2048;
 struct TopkConfig {
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
-  // CTAs per row: 1 (any arch), or a thread-block cluster of 2, 4 or 8 (sm_90 or newer) that splits
+  // CTAs per row: 1 (any arch), or a thread-block cluster of 2, 4, 8 (sm_90 or newer; 16 for the
+  // resident 512-thread form, a non-portable size the library allows per kernel) that splits
   // each row and merges through distributed shared memory, for batches too small to fill the GPU.
   int split = 1;
   // The selector for rows whose segment per CTA stays in shared memory (16K FP32 or 32K FP16/BF16
@@ -90,7 +91,8 @@ struct TopkOptions {
   // vLLM's prefill consumer takes them. Not with block_table.
   bool relative = false;
   // CTAs per row: 0 picks automatic_topk_split() (or a larger split that keeps the row resident, see
-  // there); 1, 2, 4 or 8 forces one (2..8 need sm_90 or newer).
+  // there); 1, 2, 4, 8 or 16 forces one (2..16 need sm_90 or newer; 16 only where the row's segment per
+  // CTA stays resident: 16K FP32 or 32K FP16/BF16 logits).
   // Every choice gives the same bytes.
   int split = 0;
 };

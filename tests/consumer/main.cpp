@@ -18,7 +18,7 @@ int main() {
     std::puts("reference::topk gave the wrong columns");
     return 1;
   }
-  if (fi::supported_topk_configs(fi::Arch{9, 0, true}).size() != 50) {
+  if (fi::supported_topk_configs(fi::Arch{9, 0, true}).size() != 53) {
     std::puts("unexpected top-k configurations");
     return 1;
   }

@@ -68,8 +68,8 @@ int cmd_bench_topk(const Args& args) {
   }
   o.width = args.int_value("--width", 0, 0);
   for (int split : o.splits)
-    if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8)
-      throw UsageError(fmt::format("--split expects 0, 1, 2, 4 or 8, got {}", split));
+    if (split != 0 && split != 1 && split != 2 && split != 4 && split != 8 && split != 16)
+      throw UsageError(fmt::format("--split expects 0, 1, 2, 4, 8 or 16, got {}", split));
   o.replays = args.int_value("--replays", o.replays, 1);
   for (int k : o.ks)
     if (k > fi::kMaxTopk) throw UsageError(fmt::format("--k expects values in 1..{}, got {}", fi::kMaxTopk, k));
@@ -79,9 +79,10 @@ int cmd_bench_topk(const Args& args) {
   const double bandwidth = bench_gpu->bandwidth;
   {  // what the automatic split is chosen from: clusters that run at once, per kind of CTA
     const fi::TopkDevice d = fi::topk_device("bench topk", fi::LogitsDType::f32, nullptr);
-    std::printf("clusters of 2/4/8 CTAs at once: %d/%d/%d at two CTAs per SM, %d/%d/%d at one (%d SMs)\n",
-                d.clusters_two_per_sm[1], d.clusters_two_per_sm[2], d.clusters_two_per_sm[3], d.clusters_one_per_sm[1],
-                d.clusters_one_per_sm[2], d.clusters_one_per_sm[3], d.multiprocessors);
+    std::printf("clusters of 2/4/8/16 CTAs at once: %d/%d/%d/%d at two CTAs per SM, %d/%d/%d/%d at one (%d SMs)\n",
+                d.clusters_two_per_sm[1], d.clusters_two_per_sm[2], d.clusters_two_per_sm[3], d.clusters_two_per_sm[4],
+                d.clusters_one_per_sm[1], d.clusters_one_per_sm[2], d.clusters_one_per_sm[3], d.clusters_one_per_sm[4],
+                d.multiprocessors);
   }
   std::printf("%5s %7s %7s %5s %5s %4s %4s %6s %5s %4s %9s %8s %6s %7s %6s\n", "rows", "L", "width", "input", "k", "in", "hist",
               "ragged", "split", "sel", "us", "GB/s", "BW%", "sampled", "passes");
