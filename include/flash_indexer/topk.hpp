@@ -59,8 +59,11 @@ std::vector<int> supported_topk_splits(const Arch& arch);
 // cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
 // of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row; a row of
 // at most 16384 columns stays on one CTA. The crossovers were measured on the H200 (runtime/topk.cpp).
-// topk() then picks the selector, and may take a larger split that lets a resident selector hold the row
-// (its segment per CTA fits shared memory) within one wave (runtime/topk.cpp, choose_topk_kernel).
+// topk() then picks the selector, and may take a larger split (up to 16 for the resident selector) that
+// lets a resident selector hold the row (its segment per CTA fits shared memory) within one wave of the
+// clusters the device runs at once, or a cluster of 4 for a streamed row (runtime/topk.cpp,
+// choose_topk_kernel). supported_topk_splits() lists 1, 2, 4, 8 (sm_90); clusters of 16 exist only as
+// the resident form's configurations.
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch);
 
 struct TopkOptions {
