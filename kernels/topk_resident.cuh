@@ -171,8 +171,9 @@ __device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int b
   cluster::sync();
 }
 
+// Row r on the kCluster CTAs of its cluster (this one is `rank`); sm is the kernel's static part.
 template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
-__device__ void topk_resident(const TopkParams& p) {
+__device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int r, const int rank, TopkResidentSmem<kThreads>& sm) {
   // 16: a non-portable cluster size (sm_90; the host allows it per kernel).
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8 || kCluster == 16, "a cluster size");
   static_assert(kStages * kStageVectors <= kMaxLive * kThreads, "stages");
@@ -182,11 +183,8 @@ __device__ void topk_resident(const TopkParams& p) {
   constexpr int kPer = Tile::kPer;
   constexpr int kDigits = 1 << kRefineBits;
   static_assert(kMaxLive * kPer <= 64, "a thread's columns fit a 64-bit mask");
-  __shared__ TopkResidentSmem<kThreads> sm;
   extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
 
-  const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
-  const int r = blockIdx.x / kCluster;
   const int len = topk_row_length(p, r);
   const int k = p.k;
   const void* row = static_cast<const char*>(p.logits) + static_cast<long long>(r) * p.logits_stride * sizeof(typename In::Raw);
@@ -486,6 +484,36 @@ __device__ void topk_resident(const TopkParams& p) {
       out[2] = f.bin < kTopkFineBins ? f.group : 0;
       out[3] = passes;
     }
+  }
+}
+
+// One row per cluster of kCluster CTAs. A row whose window holds at most 12K FP32 or 16K 16-bit
+// logits runs on the cluster's first CTA alone (the others leave at once): a graph captured at the
+// widest row a batch may have (the engines capture at the model's longest context) then costs what its
+// live rows cost, not the cluster's barriers and exchanges. The choice is the row's, so it is the same in every CTA of the
+// cluster, and the bytes are those of a single CTA (every split gives the same bytes).
+template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
+__device__ void topk_resident(const TopkParams& p) {
+  __shared__ TopkResidentSmem<kThreads> sm;
+  const int r = blockIdx.x / kCluster;
+  if constexpr (kCluster > 1) {
+    const int rank = static_cast<int>(cluster::rank());
+    constexpr int kPer = TopkTile<TopkInput<kIn>, kThreads>::kPer;
+    // The crossover, measured at a 256K width (device run 91, us, one CTA / the cluster): FP32 1 row
+    // 4K 7.9 / 11.8, 12K 11.6 / 12.1, 16K 12.6 / 12.1; 8 rows (the 1024-thread form in clusters of 8)
+    // 12K 13.1 / 13.3, 16K 14.3 / 14.1; FP16 1 row 16K 11.0 / 12.8, 24K 12.9 / 12.8; 8 rows 16K 11.1 /
+    // 10.8. So up to 12K FP32 or 16K 16-bit logits.
+    constexpr int kBuffer = kStages * kStageVectors * kPer;
+    constexpr int kLimit = kIn == LogitsOut::f32 ? 12288 : 16384;
+    constexpr int kOneCta = kBuffer < kLimit ? kBuffer : kLimit;
+    const int len = topk_row_length(p, r);
+    if (len - aligned_start<kPer>(topk_row_start(p, r, len)) <= kOneCta) {
+      if (rank == 0) topk_resident_row<kIn, 1, kStages, kThreads>(p, r, 0, sm);
+      return;
+    }
+    topk_resident_row<kIn, kCluster, kStages, kThreads>(p, r, rank, sm);
+  } else {
+    topk_resident_row<kIn, 1, kStages, kThreads>(p, r, 0, sm);
   }
 }
 
