@@ -53,6 +53,8 @@ struct TopkResidentSmem {
   int peer_above[16];
   int peer_tied[16];
   unsigned int decision[4];  // from the leader: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
+  int peer_bin[16 * 8];      // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
+  unsigned long long exchange[2];  // mbarriers: [0] the cluster's candidate keys, [1] the output counts
 };
 
 // Ranks the first `size` keys of sm.candidate_key (every one in [lo, hi)), of which `need` win, by
@@ -212,6 +214,12 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     sm.tied[i] = 0;
   }
   if (threadIdx.x == 0) sm.candidates = 0;
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x == 0) {  // published to the cluster by its first barrier, before any CTA sends
+      cluster::mbarrier_init(&sm.exchange[0]);
+      cluster::mbarrier_init(&sm.exchange[1]);
+    }
+  }
   cp_async_wait<0>();
   __syncthreads();
 
@@ -255,7 +263,9 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
 #pragma unroll
     for (int q = lane / kGroup; q < kCluster; q += 32 / kGroup) {
       const unsigned int* at = &sm.hist[kGroup * group.bin + lane % kGroup];
-      count += kCluster == 1 ? static_cast<int>(*at) : cluster::load(cluster::map(at, q));
+      const int c = kCluster == 1 ? static_cast<int>(*at) : cluster::load(cluster::map(at, q));
+      if constexpr (kCluster > 1) sm.peer_bin[q * kGroup + lane % kGroup] = c;
+      count += c;
     }
 #pragma unroll
     for (int d = kGroup; d < 32; d <<= 1) count += __shfl_xor_sync(0xffffffffu, count, d);
@@ -321,6 +331,31 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
 
   // 3. Select: above the interval into the bitmap, inside it as candidates (or ties, for a single key).
   const bool single = th.hi - th.lo <= 1;
+  // Where no narrowing pass ran, every CTA's candidates are its count of the threshold fine bin (the
+  // classification's value bounds are that bin's keys), read with the bin: each CTA then knows where
+  // its keys go in the cluster's list before it finds them, sends each to every other CTA as it finds
+  // it, and ranks the whole list itself (the ranking depends on the keys alone, so every CTA decides
+  // the same), with no cluster barrier: no exchange of counts, no gather to the leader and no decision
+  // sent back. Otherwise (narrowed rows) the counts are exchanged and the leader ranks.
+  const bool gathered = kCluster > 1 && passes == 0 && !single;
+  int predicted = 0, gathered_before = 0, gathered_total = 0;
+  if (gathered) {
+#pragma unroll
+    for (int q = 0; q < kCluster; ++q) {
+      const int c = sm.peer_bin[q * kGroup + f.bin % kGroup];
+      gathered_total += c;
+      gathered_before += q < rank ? c : 0;
+      predicted += q == rank ? c : 0;
+    }
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 4u * static_cast<unsigned int>(gathered_total - predicted));
+  }
+  auto send_key = [&](int at, unsigned int key) {  // to position `at` of every other CTA's list
+#pragma unroll
+    for (int q = 1; q < kCluster; ++q) {
+      const unsigned int to = static_cast<unsigned int>((rank + q) % kCluster);
+      cluster::send(cluster::map(&sm.candidate_key[at], to), key, cluster::map(&sm.exchange[0], to));
+    }
+  };
   {
     const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
     unsigned long long above = 0, inside = 0;  // bit i: this thread's i-th logit
@@ -357,7 +392,14 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       for (unsigned long long m = inside; m != 0; m &= m - 1) {
         const int i = __ffsll(static_cast<long long>(m)) - 1;
         const int slot = atomicAdd(&sm.candidates, 1);
-        if (slot < kResidentCandidates) {  // always: the cluster's count in [lo, hi) is at most the buffer
+        if (gathered) {
+          if (slot < predicted) {  // always
+            const unsigned int key = In::key(tile.at(i));
+            sm.candidate_key[gathered_before + slot] = key;
+            sm.candidate_index[slot] = first + i;
+            send_key(gathered_before + slot, key);
+          }
+        } else if (slot < kResidentCandidates) {  // always: the cluster's count in [lo, hi) is at most the buffer
           sm.candidate_key[slot] = In::key(tile.at(i));
           sm.candidate_index[slot] = first + i;
         }
@@ -365,9 +407,17 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
   }
   __syncthreads();
-  const int mine = min(sm.candidates, kResidentCandidates);
+  int mine = min(sm.candidates, kResidentCandidates);
   int total_candidates = mine, candidates_before = 0;
-  if constexpr (kCluster > 1) {
+  if (gathered) {
+    // Had fewer keys come than the bin counted (they cannot), the missing ones go as keys outside [lo,
+    // hi), which no ranking counts, so that every CTA still receives what it expects.
+    for (int slot = mine + static_cast<int>(threadIdx.x); slot < predicted; slot += kThreads) send_key(gathered_before + slot, th.hi);
+    mine = min(mine, predicted);
+    total_candidates = gathered_total;
+    candidates_before = gathered_before;
+    cluster::wait_received(&sm.exchange[0]);
+  } else if constexpr (kCluster > 1) {
     if (threadIdx.x < kCluster) cluster::store(cluster::map(&sm.peer_candidates[rank], threadIdx.x), mine);
     cluster::sync();
     total_candidates = 0;
@@ -384,7 +434,9 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   int tie_slots = single ? th.need : 0;
   bool all_in = true, ranked = false;  // ranked: the winners are already marked
   if (!single && total_candidates > th.need) {
-    if constexpr (kCluster > 1) {
+    if (gathered) {
+      rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
+    } else if constexpr (kCluster > 1) {
       rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, [&] {
         rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
       });
@@ -402,8 +454,9 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
   }
   if (!single && !ranked) {
+    const int own = gathered ? candidates_before : 0;  // where this CTA's keys are in its list
     for (int i = threadIdx.x; i < mine; i += kThreads) {
-      const unsigned int key = sm.candidate_key[i];
+      const unsigned int key = sm.candidate_key[own + i];
       const int s = sm.candidate_index[i];
       if (key >= win_at || (all_in && key >= tie_from)) atomicOr(&sm.above[s >> 5], 1u << (s & 31));
       else if (key >= tie_from) atomicOr(&sm.tied[s >> 5], 1u << (s & 31));
@@ -433,18 +486,24 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   const unsigned int before = BlockScan<kThreads>::exclusive(counts, sm.warp_sums, cta_total);
   int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu), tied_all = static_cast<int>(cta_total >> 16);
   if constexpr (kCluster > 1) {
-    if (threadIdx.x < kCluster) {
-      cluster::store(cluster::map(&sm.peer_above[rank], threadIdx.x), above_all);
-      cluster::store(cluster::map(&sm.peer_tied[rank], threadIdx.x), tied_all);
+    // Sent after this CTA's last access to another CTA's shared memory, and awaited from every other
+    // CTA: so no CTA leaves while another may still read or write its shared memory.
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[1], 8u * (kCluster - 1));
+    if (threadIdx.x < kCluster && static_cast<int>(threadIdx.x) != rank) {
+      const unsigned int bar = cluster::map(&sm.exchange[1], threadIdx.x);
+      cluster::send(cluster::map(&sm.peer_above[rank], threadIdx.x), static_cast<unsigned int>(above_all), bar);
+      cluster::send(cluster::map(&sm.peer_tied[rank], threadIdx.x), static_cast<unsigned int>(tied_all), bar);
     }
-    cluster::sync();  // the last access to another CTA's shared memory is before this barrier
+    cluster::wait_received(&sm.exchange[1]);
+    const int own_above = above_all, own_tied = tied_all;
     above_all = tied_all = 0;
 #pragma unroll
     for (int q = 0; q < kCluster; ++q) {
-      above_before += q < rank ? sm.peer_above[q] : 0;
-      tied_before += q < rank ? sm.peer_tied[q] : 0;
-      above_all += sm.peer_above[q];
-      tied_all += sm.peer_tied[q];
+      const int a = q == rank ? own_above : sm.peer_above[q], t = q == rank ? own_tied : sm.peer_tied[q];
+      above_before += q < rank ? a : 0;
+      tied_before += q < rank ? t : 0;
+      above_all += a;
+      tied_all += t;
     }
   }
   // This CTA's winners hold a contiguous range of output positions from `base`: placed in shared
