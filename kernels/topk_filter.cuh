@@ -95,6 +95,7 @@ struct TopkFilterSmem {
   int peer_tied[8];
   unsigned int peer_kth[8];
   unsigned int decision[4];  // from the leader, as rank_candidates writes it
+  unsigned long long exchange[2];  // mbarriers (cluster.cuh): [0] the keys at the leader or its decision, [1] the output counts
 };
 
 template <LogitsOut kIn, int kCluster>
@@ -128,6 +129,12 @@ __device__ void topk_filter(const TopkParams& p) {
   const long long per_cta = segment.per_cta;
   const int vectors = (end - begin + kPer - 1) / kPer;
   const int words = (end - begin + 31) >> 5;
+  if constexpr (kCluster > 1) {
+    if (threadIdx.x == 0) {  // published by the first cluster barrier (every path has one before any send)
+      cluster::mbarrier_init(&sm.exchange[0]);
+      cluster::mbarrier_init(&sm.exchange[1]);
+    }
+  }
 
   // The bin of the cluster's counts (per_thread::value per thread from `counts`) where the running count reaches
   // `want`. The counts are free again when it returns (the cluster has read them).
@@ -479,7 +486,7 @@ __device__ void topk_filter(const TopkParams& p) {
     all_in = false;
   } else if (!single && candidates_all > need) {
     if constexpr (kCluster > 1) {
-      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, [&] { rank_keys(candidates_all, need); });
+      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, candidates_all, [&] { rank_keys(candidates_all, need); });
     } else if (candidates_all <= kThreads / kPairwiseGroup) {
       rank_pairwise<kThreads>(candidates_all, need, sm, above_bits);
       ranked = true;
@@ -523,20 +530,27 @@ __device__ void topk_filter(const TopkParams& p) {
       tied_all = static_cast<int>(cta_total >> 32);
   unsigned int kth = sm.kth_key;
   if constexpr (kCluster > 1) {
-    if (threadIdx.x < kCluster) {
-      cluster::store(cluster::map(&sm.peer_selected_above[rank], threadIdx.x), selected_above);
-      cluster::store(cluster::map(&sm.peer_tied[rank], threadIdx.x), tied_all);
-      cluster::store(cluster::map(&sm.peer_kth[rank], threadIdx.x), static_cast<int>(kth));
+    // Sent after this CTA's last access to another CTA's shared memory and awaited from every other
+    // CTA (no fence, unlike a cluster barrier): so no CTA leaves while another may still reach it.
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[1], 12u * (kCluster - 1));
+    if (threadIdx.x < kCluster && static_cast<int>(threadIdx.x) != rank) {
+      const unsigned int bar = cluster::map(&sm.exchange[1], threadIdx.x);
+      cluster::send(cluster::map(&sm.peer_selected_above[rank], threadIdx.x), static_cast<unsigned int>(selected_above), bar);
+      cluster::send(cluster::map(&sm.peer_tied[rank], threadIdx.x), static_cast<unsigned int>(tied_all), bar);
+      cluster::send(cluster::map(&sm.peer_kth[rank], threadIdx.x), kth, bar);
     }
-    cluster::sync();  // the last access to another CTA's shared memory is before this barrier
+    cluster::wait_received(&sm.exchange[1]);
+    const int own_above = selected_above, own_tied = tied_all;
+    const unsigned int own_kth = kth;
     selected_above = tied_all = 0;
 #pragma unroll
     for (int q = 0; q < kCluster; ++q) {
+      const bool own = q == rank;
       above_before += q < rank ? sm.peer_selected_above[q] : 0;
       tied_before += q < rank ? sm.peer_tied[q] : 0;
-      selected_above += sm.peer_selected_above[q];
-      tied_all += sm.peer_tied[q];
-      kth = min(kth, sm.peer_kth[q]);
+      selected_above += own ? own_above : sm.peer_selected_above[q];
+      tied_all += own ? own_tied : sm.peer_tied[q];
+      kth = min(kth, own ? own_kth : sm.peer_kth[q]);
     }
   }
   // This CTA's winners hold a contiguous range of output positions from `base`, placed in shared memory

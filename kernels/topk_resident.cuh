@@ -52,9 +52,9 @@ struct TopkResidentSmem {
   int peer_candidates[16];
   int peer_above[16];
   int peer_tied[16];
-  unsigned int decision[4];  // from the leader: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
+  unsigned int decision[4];  // the ranking's: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
   int peer_bin[16 * 8];      // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
-  unsigned long long exchange[2];  // mbarriers: [0] the cluster's candidate keys, [1] the output counts
+  unsigned long long exchange[2];  // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts
 };
 
 // Ranks the first `size` keys of sm.candidate_key (every one in [lo, hi)), of which `need` win, by
@@ -155,22 +155,26 @@ __device__ __forceinline__ void place_word(int* out, int from, unsigned int a, u
 }
 
 // A cluster's candidates ranked on its leader (rank 0): every other CTA (`me`, its cluster rank)
-// appends its `mine` keys to the leader's buffer after `before` keys, the leader runs rank() (which
-// writes sm.decision, as rank_candidates does) and sends the decision to every CTA. Every thread of
-// every CTA calls it.
+// sends its `mine` keys to the leader's buffer after `before` keys (the cluster's `total`), the leader
+// runs rank() (which writes sm.decision, as rank_candidates does) and sends the decision to every CTA.
+// Both through sm.exchange[0] (the leader counts the keys on it, the others the decision), so no
+// cluster barrier. Every thread of every CTA calls it.
 template <int kThreads, int kCluster, class Smem, class Rank>
-__device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int before, Rank&& rank) {
+__device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int before, int total, Rank&& rank) {
   if (me != 0) {
-    const unsigned int to = cluster::map(&sm.candidate_key[before], 0);
-    for (int i = threadIdx.x; i < mine; i += kThreads) cluster::store(to + 4u * i, static_cast<int>(sm.candidate_key[i]));
-  }
-  cluster::sync();
-  if (me == 0) {
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 16u);
+    const unsigned int bar = cluster::map(&sm.exchange[0], 0);
+    for (int i = threadIdx.x; i < mine; i += kThreads) cluster::send(cluster::map(&sm.candidate_key[before + i], 0), sm.candidate_key[i], bar);
+    cluster::wait_received(&sm.exchange[0]);
+  } else {
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 4u * static_cast<unsigned int>(total - mine));
+    cluster::wait_received(&sm.exchange[0]);
     rank();
-    if (threadIdx.x >= 1 && threadIdx.x < kCluster)
-      for (int j = 0; j < 4; ++j) cluster::store(cluster::map(&sm.decision[j], threadIdx.x), static_cast<int>(sm.decision[j]));
+    if (threadIdx.x >= 1 && threadIdx.x < kCluster) {
+      const unsigned int bar = cluster::map(&sm.exchange[0], threadIdx.x);
+      for (int j = 0; j < 4; ++j) cluster::send(cluster::map(&sm.decision[j], threadIdx.x), sm.decision[j], bar);
+    }
   }
-  cluster::sync();
 }
 
 // Row r on the kCluster CTAs of its cluster (this one is `rank`); sm is the kernel's static part.
@@ -437,7 +441,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     if (gathered) {
       rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
     } else if constexpr (kCluster > 1) {
-      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, [&] {
+      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, total_candidates, [&] {
         rank_candidates<kThreads>(total_candidates, th.need, th.lo, static_cast<unsigned long long>(th.hi), sm);
       });
     } else if (total_candidates <= kThreads / kPairwiseGroup) {
