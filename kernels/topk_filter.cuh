@@ -17,8 +17,8 @@
 //      fine bins are counted in another pass and the threshold found exactly; an interval with more
 //      candidates than the buffer is first narrowed by 10-bit digit passes over its keys.
 //   4. Ranking and output as in the resident selector (topk_resident.cuh): the candidates' keys, the
-//      cluster's gathered on the leader, ranked by digits (a single CTA's few each against all); each
-//      CTA marks its winners, and the bitmaps read in column order give ascending, deterministic bytes.
+//      cluster's sent to the leader, ranked by digits (a single CTA's few each against all); each CTA
+//      marks its winners, and the bitmaps read in column order give ascending, deterministic bytes.
 #include "cluster.cuh"
 #include "topk_common.cuh"
 #include "topk_resident.cuh"

@@ -11,13 +11,17 @@
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
 //      resident segment per step) until it fits or holds a single key, whose columns are marked as ties.
-//   3. The leader ranks the candidates' keys (the cluster's, gathered into its buffer) by 10-bit digits
-//      until the winners are known; each CTA marks its own: a winner in the bitmap, or, when only some
+//   3. The candidates' keys are ranked by 10-bit digits until the winners are known: in a cluster,
+//      every CTA sends its keys to every other (each knows its place in the cluster's list from the
+//      bin counts) and ranks the whole list itself, or, after a narrowing pass, the leader ranks them
+//      and sends the decision back. Each CTA marks its own: a winner in the bitmap, or, when only some
 //      columns of the last key are needed, a tie in a second bitmap. A single CTA with at most
 //      kThreads / 4 candidates ranks them each against all instead, by key and then column.
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
+// After the first cluster barrier, data crosses CTAs only through st.async exchanges (cluster.cuh),
+// which carry no GPU-scope fence.
 // A given histogram is not read: counting a resident segment costs less than checking one (the row
 // report says histogram_use 0).
 #include "cluster.cuh"

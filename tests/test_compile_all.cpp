@@ -2,8 +2,10 @@
 // except a measured budget for the streaming top-k selectors (split and filter): capped at 64 registers
 // so two CTAs share an SM, ptxas spills a few words in their once-per-row code (the split selector's
 // FP16/BF16 split-1 sampled path: 12 bytes stored, 16 loaded, 8 of stack; the filter selector's FP16
-// kernels: up to 48, 80 and 24, none in its streaming loop). The H200 numbers of the README include
-// those spills.
+// kernels: up to 48, 80 and 24, none in its streaming loop), and for the resident selector in clusters
+// of 16 (its sends of each candidate key to 15 CTAs, unrolled: up to 28 bytes stored, 40 loaded, 24 of
+// stack, once per row; rolled, they cost no spills but 0.4-0.7 us per row, device run 98). The H200
+// numbers of the README include those spills.
 #include "catch_compat.hpp"
 
 #include "kernel_catalog.hpp"
@@ -23,9 +25,10 @@ const bool registered = [] {
       CHECK(k.cubin.size() > 1000);
       CHECK(k.report.registers > 0);
       const bool streaming_topk = spec.key.rfind("topk.split", 0) == 0 || spec.key.rfind("topk.filter", 0) == 0;
-      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : 0));
-      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : 0));
-      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : 0));
+      const bool resident16 = spec.key.rfind("topk.resident16.", 0) == 0;
+      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : resident16 ? 28 : 0));
+      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : resident16 ? 40 : 0));
+      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : resident16 ? 24 : 0));
     });
   }
   return true;
