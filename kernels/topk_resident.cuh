@@ -566,7 +566,8 @@ __device__ void topk_resident(const TopkParams& p) {
   if constexpr (kCluster > 1) {
     const int rank = static_cast<int>(cluster::rank());
     constexpr int kPer = TopkTile<TopkInput<kIn>, kThreads>::kPer;
-    // The crossover, measured at a 256K width (device run 91, us, one CTA / the cluster): FP32 1 row
+    // The crossover, measured at a 256K width (device run 91, whose notes were lost with its session;
+    // run 92 measured the choice at 4K-24K, docs/device-runs.md), us, one CTA / the cluster: FP32 1 row
     // 4K 7.9 / 11.8, 12K 11.6 / 12.1, 16K 12.6 / 12.1; 8 rows (the 1024-thread form in clusters of 8)
     // 12K 13.1 / 13.3, 16K 14.3 / 14.1; FP16 1 row 16K 11.0 / 12.8, 24K 12.9 / 12.8; 8 rows 16K 11.1 /
     // 10.8. So up to 12K FP32 or 16K 16-bit logits.
