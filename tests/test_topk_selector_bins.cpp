@@ -159,3 +159,73 @@ TEST_CASE("fine bins: four per selector bin, closed-form intervals, from stored 
   CHECK(fine_bin_of_bits32(std::bit_cast<std::uint32_t>(1.03125f)) == 2047 - 32 * 32 - 1);
   CHECK(fine_bin_of_bits32(std::bit_cast<std::uint32_t>(-INFINITY)) == 4095);
 }
+
+namespace {
+
+// The on-chip selectors classify a logit by two float compares against a fine bin's key bounds
+// (bound_value in kernels/topk_common.cuh, mirrored here): at or above the bound of the bin above is
+// "above", at or above its own lowest key's bound is "inside". A cluster of the resident selector
+// places every CTA's candidates from its counts of the threshold fine bin before classifying, so the
+// two must agree exactly: x is inside the bounds of fine bin f iff fine_bin_of(x) == f.
+struct ValueBounds {
+  std::uint32_t min_key, max_key;  // key(-inf), key(+inf)
+  float (*value_of_key)(std::uint32_t);
+  std::uint32_t (*lowest)(int);
+  float bound(std::uint32_t b) const {
+    if (b > max_key) return NAN;  // past +inf: nothing qualifies
+    return b <= min_key ? -INFINITY : value_of_key(b);
+  }
+  bool inside(float x, int f) const {
+    const std::uint32_t lo = lowest(f), hi = f == 0 ? max_key + 1 : lowest(f - 1);
+    return x >= bound(lo) && !(x >= bound(hi));
+  }
+  // fine bin f holds x, and the neighbouring bins (the only ones it could be confused with: bins fall
+  // as values rise) do not.
+  void check(float x, int f) const {
+    INFO("value " << x << " fine bin " << f);
+    REQUIRE(inside(x, f));
+    if (f > 0) REQUIRE_FALSE(inside(x, f - 1));
+    if (f + 1 < kTopkFineBins) REQUIRE_FALSE(inside(x, f + 1));
+  }
+};
+
+float half_bits_to_float(std::uint32_t h) {
+  const std::uint32_t e = (h >> 10) & 31u, m = h & 1023u;
+  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
+                         : e == 31 ? (m != 0 ? NAN : INFINITY) : std::ldexp(static_cast<float>(m | 1024u), static_cast<int>(e) - 25);
+  return (h & 0x8000u) != 0 ? -v : v;
+}
+
+}  // namespace
+
+TEST_CASE("fine bins: a bin's value bounds classify exactly the values of the bin", "[selector_bins]") {
+  const ValueBounds f32{0x007fffffu, 0xff800000u,
+                        [](std::uint32_t k) { return std::bit_cast<float>((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k); },
+                        [](int f) { return lowest_key32_of_fine_bin(f); }};
+  const ValueBounds f16{0x03ffu, 0xfc00u,
+                        [](std::uint32_t k) { return half_bits_to_float(((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu); },
+                        [](int f) { return lowest_key16_of_fine_bin(f); }};
+  const ValueBounds bf16{0x007fu, 0xff80u,
+                         [](std::uint32_t k) { return std::bit_cast<float>((((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu) << 16); },
+                         [](int f) { return lowest_key32_of_fine_bin(f) >> 16; }};
+  for (std::uint32_t b = 0; b <= 0xffffu; ++b) {  // every 16-bit value
+    const float h = half_bits_to_float(b), g = std::bit_cast<float>(b << 16);
+    if (h == h) f16.check(h, fine_bin_of_bits16(b));
+    if (g == g) bf16.check(g, fine_bin_of_bits32(b << 16));
+  }
+  // FP32: a few values on each side of every bin edge (in stored bits, both signs), and at random.
+  auto check32 = [&](std::uint32_t b) {
+    const float x = std::bit_cast<float>(b);
+    if (x == x) f32.check(x, fine_bin_of_bits32(b));
+  };
+  for (int f = 0; f < kTopkFineBins; ++f) {
+    const std::uint32_t edge = std::bit_cast<std::uint32_t>(f32.value_of_key(lowest_key32_of_fine_bin(f)) + 0.0f);
+    for (std::uint32_t d = 0; d <= 3; ++d) {
+      check32(edge + d);
+      check32(edge - d);
+    }
+  }
+  std::mt19937_64 rng(29);
+  for (int i = 0; i < 200000; ++i) check32(static_cast<std::uint32_t>(rng()));
+  check32(0x80000000u);  // -0 is in +0's bin
+}
