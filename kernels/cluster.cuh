@@ -109,6 +109,22 @@ __device__ __forceinline__ void send(unsigned int address, unsigned int v, unsig
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];" ::"r"(address), "r"(v), "r"(bar) : "memory");
 }
 
+// Every CTA's kWords words to every other CTA: word j of this CTA (`rank`) goes to slot `rank` of the
+// word array slots[j] in the others and is counted on their `bar`; returns once the other CTAs' words
+// have come into this CTA's slots (its own slot is left as it is: the caller holds its words). Every
+// thread calls it.
+template <int kCluster, int kWords>
+__device__ __forceinline__ void send_to_all(unsigned long long* bar, int rank, const void* const (&slots)[kWords],
+                                            const unsigned int (&words)[kWords]) {
+  if (threadIdx.x == 0) expect_bytes(bar, 4u * kWords * (kCluster - 1));
+  if (threadIdx.x < kCluster && static_cast<int>(threadIdx.x) != rank) {
+    const unsigned int to = map(bar, threadIdx.x);
+#pragma unroll
+    for (int j = 0; j < kWords; ++j) send(map(static_cast<const unsigned int*>(slots[j]) + rank, threadIdx.x), words[j], to);
+  }
+  wait_received(bar);
+}
+
 }  // namespace cluster
 }  // namespace kernels
 }  // namespace flash_indexer

@@ -532,14 +532,9 @@ __device__ void topk_filter(const TopkParams& p) {
   if constexpr (kCluster > 1) {
     // Sent after this CTA's last access to another CTA's shared memory and awaited from every other
     // CTA (no fence, unlike a cluster barrier): so no CTA leaves while another may still reach it.
-    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[1], 12u * (kCluster - 1));
-    if (threadIdx.x < kCluster && static_cast<int>(threadIdx.x) != rank) {
-      const unsigned int bar = cluster::map(&sm.exchange[1], threadIdx.x);
-      cluster::send(cluster::map(&sm.peer_selected_above[rank], threadIdx.x), static_cast<unsigned int>(selected_above), bar);
-      cluster::send(cluster::map(&sm.peer_tied[rank], threadIdx.x), static_cast<unsigned int>(tied_all), bar);
-      cluster::send(cluster::map(&sm.peer_kth[rank], threadIdx.x), kth, bar);
-    }
-    cluster::wait_received(&sm.exchange[1]);
+    const void* const slots[3] = {sm.peer_selected_above, sm.peer_tied, sm.peer_kth};
+    cluster::send_to_all<kCluster>(&sm.exchange[1], rank, slots,
+                                   {static_cast<unsigned int>(selected_above), static_cast<unsigned int>(tied_all), kth});
     const int own_above = selected_above, own_tied = tied_all;
     const unsigned int own_kth = kth;
     selected_above = tied_all = 0;

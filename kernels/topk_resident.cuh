@@ -496,13 +496,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   if constexpr (kCluster > 1) {
     // Sent after this CTA's last access to another CTA's shared memory, and awaited from every other
     // CTA: so no CTA leaves while another may still read or write its shared memory.
-    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[1], 8u * (kCluster - 1));
-    if (threadIdx.x < kCluster && static_cast<int>(threadIdx.x) != rank) {
-      const unsigned int bar = cluster::map(&sm.exchange[1], threadIdx.x);
-      cluster::send(cluster::map(&sm.peer_above[rank], threadIdx.x), static_cast<unsigned int>(above_all), bar);
-      cluster::send(cluster::map(&sm.peer_tied[rank], threadIdx.x), static_cast<unsigned int>(tied_all), bar);
-    }
-    cluster::wait_received(&sm.exchange[1]);
+    const void* const slots[2] = {sm.peer_above, sm.peer_tied};
+    cluster::send_to_all<kCluster>(&sm.exchange[1], rank, slots, {static_cast<unsigned int>(above_all), static_cast<unsigned int>(tied_all)});
     const int own_above = above_all, own_tied = tied_all;
     above_all = tied_all = 0;
 #pragma unroll
