@@ -98,6 +98,20 @@ struct TopkInput<LogitsOut::f16> : TopkInput16<LogitsOut::f16> {};
 template <>
 struct TopkInput<LogitsOut::bf16> : TopkInput16<LogitsOut::bf16> {};
 
+// The fine (selector) bin of x, or the slot past the bins for NaN. The bin is computed first so that the
+// choice is a select: `is_nan(x) ? slot : fine_bin_of(x)` compiles to a branch around the bin
+// arithmetic (BSSY / BRA / BSYNC, three instructions more per logit of a count pass).
+template <class In>
+__device__ __forceinline__ int fine_bin_or_nan_slot(typename In::Raw x) {
+  const int bin = In::fine_bin_of(x);
+  return In::is_nan(x) ? kTopkFineBins : bin;
+}
+template <class In>
+__device__ __forceinline__ int selector_bin_or_nan_slot(typename In::Raw x) {
+  const int bin = In::selector_bin_of(x);
+  return In::is_nan(x) ? kTopkSelectorBins : bin;
+}
+
 struct TopkSmem {
   int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
   // Bin counts of this CTA's columns (selector bins, CONTRACT bins never: those come from global

@@ -247,7 +247,7 @@ __device__ void topk_filter(const TopkParams& p) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
           const Raw raw = Tile::element(x[j], e);
-          atomicAdd(&sm.hist[In::is_nan(raw) ? kTopkSelectorBins : In::selector_bin_of(raw)], 1u);
+          atomicAdd(&sm.hist[selector_bin_or_nan_slot<In>(raw)], 1u);
         }
       }
     }
@@ -312,7 +312,7 @@ __device__ void topk_filter(const TopkParams& p) {
 #pragma unroll
         for (int e = 0; e < kPer; ++e) {
           const Raw raw = Tile::element(x, e);
-          atomicAdd(&sm.hist[In::is_nan(raw) ? kTopkFineBins : In::fine_bin_of(raw)], 1u);
+          atomicAdd(&sm.hist[fine_bin_or_nan_slot<In>(raw)], 1u);
         }
       });
       const FoundBin f = cluster_threshold(sm.hist, BinsPerThread<kFinePer>{}, k);

@@ -238,7 +238,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       const typename In::Raw x = Tile::element(v, e);
-      atomicAdd(&sm.hist[In::is_nan(x) ? kTopkFineBins : In::fine_bin_of(x)], 1u);  // no branch
+      atomicAdd(&sm.hist[fine_bin_or_nan_slot<In>(x)], 1u);
     }
   };
   if (spans == 1) count(tile.vector(0));

@@ -61,18 +61,21 @@ FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key16_of_selector_bin(int bin
 
 // The same bins straight from the stored bits of a non-NaN score (no key): what the counting pass uses.
 // FP32 bits, or BF16 bits shifted left by 16; -0 goes with +0.
+// Written as the bin of the magnitude counted from the top (511 - m, m the clamped code above the
+// lowest), which (0x7fffffff - magnitude) >> shift gives directly, so that a negative score's bin is a
+// flip of its low bits: six instructions where the plain form took eight (a count pass runs one per
+// score). Equal to the plain form on every 32-bit pattern (checked exhaustively).
 FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_bits32(unsigned int bits) {
-  const unsigned int magnitude = bits & 0x7fffffffu;
-  const unsigned int code = magnitude >> kSelectorShift32;
-  const int m = code <= kSelectorLowest32 ? 0 : code - kSelectorLowest32 >= 511u ? 511 : static_cast<int>(code - kSelectorLowest32);
-  return (bits >> 31) != 0 && magnitude != 0 ? 512 + m : 511 - m;
+  constexpr int kBias = static_cast<int>((0x7fffffffu >> kSelectorShift32) - kSelectorLowest32 - 511u);
+  const int from_top = static_cast<int>((~bits & 0x7fffffffu) >> kSelectorShift32) - kBias;
+  const int low = from_top < 0 ? 0 : from_top > 511 ? 511 : from_top;  // 511 - m
+  return bits > 0x80000000u ? low ^ 0x3ff : low;                        // below zero (not -0): 512 + m
 }
 
 // FP16 bits.
 FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_bits16(unsigned int bits) {
-  const unsigned int magnitude = bits & 0x7fffu;
-  const int m = static_cast<int>(magnitude >> kSelectorShift16);
-  return (bits & 0x8000u) != 0 && magnitude != 0 ? 512 + m : 511 - m;
+  const int low = static_cast<int>((~bits & 0x7fffu) >> kSelectorShift16);  // 511 - m
+  return (bits & 0xffffu) > 0x8000u ? low ^ 0x3ff : low;
 }
 
 // Fine bins (4096): each selector bin cut in four by the next two bits of the magnitude, so a fine
@@ -84,18 +87,18 @@ constexpr unsigned int kFineLowest32 = kSelectorLowest32 << 2;
 constexpr unsigned int kFineShift16 = kSelectorShift16 - 2;
 
 // From the stored bits of a non-NaN score: FP32 bits, or BF16 bits shifted left by 16.
+// (The same form as selector_bin_of_bits32.)
 FLASH_INDEXER_SELECTOR_BINS_FN int fine_bin_of_bits32(unsigned int bits) {
-  const unsigned int magnitude = bits & 0x7fffffffu;
-  const unsigned int code = magnitude >> kFineShift32;
-  const int m = code <= kFineLowest32 ? 0 : code - kFineLowest32 >= 2047u ? 2047 : static_cast<int>(code - kFineLowest32);
-  return (bits >> 31) != 0 && magnitude != 0 ? 2048 + m : 2047 - m;
+  constexpr int kBias = static_cast<int>((0x7fffffffu >> kFineShift32) - kFineLowest32 - 2047u);
+  const int from_top = static_cast<int>((~bits & 0x7fffffffu) >> kFineShift32) - kBias;
+  const int low = from_top < 0 ? 0 : from_top > 2047 ? 2047 : from_top;  // 2047 - m
+  return bits > 0x80000000u ? low ^ 0xfff : low;                          // 2048 + m
 }
 
 // FP16 bits.
 FLASH_INDEXER_SELECTOR_BINS_FN int fine_bin_of_bits16(unsigned int bits) {
-  const unsigned int magnitude = bits & 0x7fffu;
-  const int m = static_cast<int>(magnitude >> kFineShift16);
-  return (bits & 0x8000u) != 0 && magnitude != 0 ? 2048 + m : 2047 - m;
+  const int low = static_cast<int>((~bits & 0x7fffu) >> kFineShift16);  // 2047 - m
+  return (bits & 0xffffu) > 0x8000u ? low ^ 0xfff : low;
 }
 
 // The smallest 32-bit key in fine bin `bin` (0..4095); bin 4095's is 0.
