@@ -46,6 +46,13 @@ __device__ __forceinline__ void store(unsigned int address, int v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;" ::"r"(address), "r"(v) : "memory");
 }
 
+// A cluster barrier split in two without the GPU-scope fence of a release: the arrive right after the
+// CTA's mbarriers are initialised (fence.mbarrier_init publishes them), the wait before the first
+// exchange, so that the barrier costs nothing while the row's loads are in flight. It orders nothing
+// but the initialisation; the data then goes through st.async. Every thread of every CTA, once each.
+__device__ __forceinline__ void arrive_relaxed() { asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wait() { asm volatile("barrier.cluster.wait.aligned;" ::: "memory"); }
+
 // The barrier before reading another CTA's shared memory: the cluster's, or this CTA's alone when
 // the "cluster" is one CTA.
 template <int kCluster>
@@ -74,8 +81,9 @@ __device__ __forceinline__ unsigned int sum(const unsigned int* counts, int i) {
 // Exchanges through the async proxy, without the GPU-scope fence that a cluster barrier's release
 // compiles to on sm_90 (MEMBAR.ALL.GPU before every arrive: device run 95 found the five barriers of
 // the resident selector 26 % of its warp samples at 1 x 128K, 8.6 % in that fence). A CTA receives
-// into its own shared memory and counts the bytes on its own mbarrier, which it initialises before the
-// first cluster barrier (that barrier publishes the initialisation) and uses once per launch.
+// into its own shared memory and counts the bytes on its own mbarrier, which it initialises before a
+// cluster barrier's arrive (that barrier publishes the initialisation: arrive_relaxed / wait below, or a
+// full cluster barrier) and uses once per launch.
 __device__ __forceinline__ void mbarrier_init(unsigned long long* bar) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(static_cast<unsigned int>(__cvta_generic_to_shared(bar))) : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");

@@ -6,7 +6,8 @@
 //   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096). The threshold
 //      bin is found over the cluster's counts in two steps, so that few counts cross CTAs (distributed
 //      shared memory): the totals of groups of bins (eight, or four with 1024 threads: one group per
-//      thread) find the group, then its bins the bin.
+//      thread; in a cluster summed by a reduce-scatter and an all-gather) find the group, then its bins
+//      (which every CTA sends to every other) the bin.
 //   2. The threshold fine bin is a key interval [lo, hi): the columns above it are marked in a bitmap of
 //      the segment, those inside it kept as candidates (key, column) in arrival order. A bin with more
 //      candidates than the buffer is first narrowed by 10-bit digits of its keys (one more pass over the
@@ -20,8 +21,9 @@
 //   4. The output is the bitmaps read in column order: one scan of per-word counts places every winner,
 //      and the first ties by column fill what the winners leave. The bytes are therefore ascending by
 //      column and deterministic whatever order the candidates arrived in, for every cluster size.
-// After the first cluster barrier, data crosses CTAs only through st.async exchanges (cluster.cuh),
-// which carry no GPU-scope fence.
+// Data crosses CTAs only through st.async exchanges (cluster.cuh), which carry no GPU-scope fence; the
+// one cluster barrier (where no narrowing pass runs) is relaxed and split, and only publishes the
+// mbarriers' initialisation.
 // A given histogram is not read: counting a resident segment costs less than checking one (the row
 // report says histogram_use 0).
 #include "cluster.cuh"
@@ -58,7 +60,9 @@ struct TopkResidentSmem {
   int peer_tied[16];
   unsigned int decision[4];  // the ranking's: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
   int peer_bin[16 * 8];      // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
-  unsigned long long exchange[2];  // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts
+  // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts, [2] this CTA's
+  // slice of every CTA's group totals, [3] the cluster's group totals, [4] the threshold group's bins.
+  unsigned long long exchange[5];
 };
 
 // Ranks the first `size` keys of sm.candidate_key (every one in [lo, hi)), of which `need` win, by
@@ -222,11 +226,15 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     sm.tied[i] = 0;
   }
   if (threadIdx.x == 0) sm.candidates = 0;
+  constexpr int kSlice = kThreads / kCluster;  // group totals summed by each CTA of a cluster
   if constexpr (kCluster > 1) {
-    if (threadIdx.x == 0) {  // published to the cluster by its first barrier, before any CTA sends
-      cluster::mbarrier_init(&sm.exchange[0]);
-      cluster::mbarrier_init(&sm.exchange[1]);
+    if (threadIdx.x == 0) {  // published to the cluster by the barrier that arrives here, before any CTA sends
+#pragma unroll
+      for (int i = 0; i < 5; ++i) cluster::mbarrier_init(&sm.exchange[i]);
+      cluster::expect_bytes(&sm.exchange[2], 4u * (kThreads - kSlice));
+      cluster::expect_bytes(&sm.exchange[3], 4u * (kThreads - kSlice));
     }
+    cluster::arrive_relaxed();
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -258,21 +266,52 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       const uint4 a = reinterpret_cast<const uint4*>(sm.hist)[kGroup / 4 * threadIdx.x + j];
       total += a.x + a.y + a.z + a.w;
     }
-    sm.group_total[threadIdx.x] = total;
+    if constexpr (kCluster == 1) {
+      sm.group_total[threadIdx.x] = total;
+    } else {
+      // A reduce-scatter, then an all-gather, both through st.async: CTA q sums the totals of groups
+      // [q * kSlice, (q + 1) * kSlice) over the cluster and sends the sums to every CTA. Each CTA reads
+      // 2 * kThreads words remotely where every CTA reading every total took kCluster * kThreads (device
+      // run 103: 4.9K cycles at 16 CTAs, the request rate of distributed shared memory).
+      const int j = static_cast<int>(threadIdx.x) % kSlice, owner = static_cast<int>(threadIdx.x) / kSlice;
+      cluster::wait();  // every CTA's mbarriers are initialised
+      if (owner == rank) sm.group_total[rank * kSlice + j] = total;
+      else cluster::send(cluster::map(&sm.group_total[rank * kSlice + j], owner), total, cluster::map(&sm.exchange[2], owner));
+      cluster::wait_received(&sm.exchange[2]);
+      __syncthreads();
+      unsigned int sum = 0;  // of group rank * kSlice + j; this thread sends it to CTA `owner`
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) sum += sm.group_total[q * kSlice + j];
+      if (owner == rank) sm.digits[rank * kSlice + j] = sum;
+      else cluster::send(cluster::map(&sm.digits[rank * kSlice + j], owner), sum, cluster::map(&sm.exchange[3], owner));
+      cluster::wait_received(&sm.exchange[3]);
+    }
   }
-  cluster::sync_all<kCluster>();
-  const int group_count[1] = {static_cast<int>(cluster::sum<kCluster>(sm.group_total, threadIdx.x))};
+  __syncthreads();
+  const int group_count[1] = {static_cast<int>(kCluster == 1 ? sm.group_total[threadIdx.x] : sm.digits[threadIdx.x])};
   const FoundBin group = scan_threshold<kThreads, 1>(group_count, k, sm);
+  if constexpr (kCluster > 1) {
+    // Every CTA sends its bins of the threshold group to every other (the group is the same in all).
+    if (group.bin < kThreads) {
+      if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[4], 4u * kGroup * (kCluster - 1));
+      const int q = static_cast<int>(threadIdx.x) / kGroup, j = static_cast<int>(threadIdx.x) % kGroup;
+      if (q < kCluster && q != rank)
+        cluster::send(cluster::map(&sm.peer_bin[rank * kGroup + j], q), sm.hist[kGroup * group.bin + j], cluster::map(&sm.exchange[4], q));
+      if (threadIdx.x < 32) cluster::wait_received(&sm.exchange[4]);
+    }
+  }
   if (group.bin < kThreads && threadIdx.x < 32) {
-    // Lane l reads bin l % kGroup of the group in CTA l / kGroup (and every 32 / kGroup CTAs after it);
+    // Lane l takes bin l % kGroup of the group in CTA l / kGroup (and every 32 / kGroup CTAs after it);
     // the lanes of a bin sum over the CTAs.
     const int lane = threadIdx.x;
     int count = 0;
 #pragma unroll
     for (int q = lane / kGroup; q < kCluster; q += 32 / kGroup) {
-      const unsigned int* at = &sm.hist[kGroup * group.bin + lane % kGroup];
-      const int c = kCluster == 1 ? static_cast<int>(*at) : cluster::load(cluster::map(at, q));
-      if constexpr (kCluster > 1) sm.peer_bin[q * kGroup + lane % kGroup] = c;
+      const int own = static_cast<int>(sm.hist[kGroup * group.bin + lane % kGroup]);
+      const int c = q == rank ? own : sm.peer_bin[q * kGroup + lane % kGroup];
+      if constexpr (kCluster > 1) {
+        if (q == rank) sm.peer_bin[q * kGroup + lane % kGroup] = c;
+      }
       count += c;
     }
 #pragma unroll
