@@ -213,13 +213,15 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   if (!c.resident) c.resident = c.wide = fits_wide(c.split);
   if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows <= device.rows_at_once(s, false); });
   if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
-  // A cluster of 16 (512 threads) where a cluster of 8 fills more than half of its CTAs' buffers (or
+  // A cluster of 16 (512 threads) where a cluster of 8 fills at least half of its CTAs' buffers (or
   // needs the wide form), while its CTAs take at most half of the SMs. Run 86, µs at 8 / 16: FP32
   // 1 x 256K 22.1 (wide) / 17.1, 4 x 256K 23.0 / 18.5, 1 x 128K 14.9 / 14.5; FP16 1 x 256K 17.0 / 15.8,
-  // 4 x 256K 16.9 / 16.2; but 8 rows x 256K 22.4 / 23.4 (FP32) and 17.5 / 21.2 (FP16), and a cluster of 8
-  // at half its buffers won (FP16 1 x 128K 13.4 / 13.9, FP32 1 x 64K 12.2 / 13.1).
+  // 4 x 256K 16.9 / 16.2; but 8 rows x 256K 22.4 / 23.4 (FP32) and 17.5 / 21.2 (FP16). At half the
+  // buffers a cluster of 8 won in run 86 (FP16 1 x 128K 13.4 / 13.9, FP32 1 x 64K 12.2 / 13.1), 16 since
+  // the clusters exchange through st.async (run 106: FP16 1 x 128K 12.29 / 11.84, 4 x 128K 12.38 / 11.78;
+  // FP32 1 x 64K 11.01 / 10.98, 4 x 64K 11.04 / 11.14).
   if (automatic && arch.major >= 9 && c.resident && c.split == 8 && rows * 16 * 2 <= sms &&
-      rows <= device.rows_at_once(16, false) && fits(16) && segment(8) * 2 > topk_resident_columns(logits, arch, false)) {
+      rows <= device.rows_at_once(16, false) && fits(16) && segment(8) * 2 >= topk_resident_columns(logits, arch, false)) {
     c.split = 16;
     c.wide = false;
   }

@@ -57,7 +57,8 @@ TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cl
           "[topk_choice]") {
   check(automatic(1, 131072, LogitsDType::f32), 16, true, false);  // 16K per CTA at 8 fills the buffer: 16
   check(automatic(8, 131072, LogitsDType::f32), 8, true, false);   // not for 8 rows (128 CTAs)
-  check(automatic(4, 131072, LogitsDType::f16), 8, true, false);   // 16K FP16 per CTA at 8: half the buffer
+  check(automatic(4, 131072, LogitsDType::f16), 16, true, false);  // 16K FP16 per CTA at 8: half the buffer
+  check(automatic(4, 65536, LogitsDType::f16), 8, true, false);    // a quarter
   check(automatic(64, 32768, LogitsDType::f32), 2, true, false);
   check(automatic(32, 65536, LogitsDType::f32), 4, true, false);   // grown from 2: one CTA per SM
   check(automatic(16, 131072, LogitsDType::f32), 8, true, false);  // grown from 4: one CTA per SM
