@@ -41,7 +41,9 @@ struct TopkResidentSmem {
   // Bitmap words of the largest segment (kMaxLive vectors of eight 16-bit logits per thread).
   static constexpr int kWords = kMaxLive * kThreads * 8 / 32;
   alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts; NaNs are counted past the end, in hist[kTopkFineBins]
-  unsigned int digits[1 << kRefineBits];             // narrowing and ranking digit counts, largest digit first
+  // Narrowing and ranking digit counts, largest digit first; before them, in a cluster, the cluster's
+  // group totals (the all-gather's).
+  unsigned int digits[1 << kRefineBits];
   unsigned int candidate_key[kResidentCandidates];   // the leader's holds the whole cluster's keys when ranking
   union {
     int candidate_index[kResidentCandidates];  // column in the segment
@@ -49,12 +51,15 @@ struct TopkResidentSmem {
   };
   unsigned int above[kWords];                // bit per column of the segment: a winner
   unsigned int tied[kWords];                 // bit per column: holds the last key, lowest columns first
-  unsigned int group_total[kThreads];                // the counts of each thread's fine bins
+  // The counts of each thread's fine bins; in a cluster, [q * kSlice + j]: CTA q's totals of this CTA's
+  // slice of the groups (the reduce-scatter's).
+  unsigned int group_total[kThreads];
   alignas(16) unsigned int warp_sums[kThreads / 32];
   int found[4];      // scan_threshold: bin, count before it, count in it, count in its aligned group of four
   int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin
   int candidates;
-  // Written by the cluster's CTAs (each its own slot), read after a cluster barrier.
+  // Written by the cluster's CTAs (each its own slot): through st.async, or before a cluster barrier
+  // (peer_candidates, after a narrowing pass).
   int peer_candidates[16];
   int peer_above[16];
   int peer_tied[16];

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "../kernels/topk_selector_bins.cuh"
+#include "flash_indexer/reference.hpp"
 
 using namespace flash_indexer::kernels;
 
@@ -162,6 +163,8 @@ TEST_CASE("fine bins: four per selector bin, closed-form intervals, from stored 
 
 namespace {
 
+namespace ref = flash_indexer::reference;
+
 // The on-chip selectors classify a logit by two float compares against a fine bin's key bounds
 // (bound_value in kernels/topk_common.cuh, mirrored here): at or above the bound of the bin above is
 // "above", at or above its own lowest key's bound is "inside". A cluster of the resident selector
@@ -189,13 +192,6 @@ struct ValueBounds {
   }
 };
 
-float half_bits_to_float(std::uint32_t h) {
-  const std::uint32_t e = (h >> 10) & 31u, m = h & 1023u;
-  const float v = e == 0 ? std::ldexp(static_cast<float>(m), -24)
-                         : e == 31 ? (m != 0 ? NAN : INFINITY) : std::ldexp(static_cast<float>(m | 1024u), static_cast<int>(e) - 25);
-  return (h & 0x8000u) != 0 ? -v : v;
-}
-
 }  // namespace
 
 TEST_CASE("fine bins: a bin's value bounds classify exactly the values of the bin", "[selector_bins]") {
@@ -203,13 +199,13 @@ TEST_CASE("fine bins: a bin's value bounds classify exactly the values of the bi
                         [](std::uint32_t k) { return std::bit_cast<float>((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k); },
                         [](int f) { return lowest_key32_of_fine_bin(f); }};
   const ValueBounds f16{0x03ffu, 0xfc00u,
-                        [](std::uint32_t k) { return half_bits_to_float(((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu); },
+                        [](std::uint32_t k) { return ref::f16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
                         [](int f) { return lowest_key16_of_fine_bin(f); }};
   const ValueBounds bf16{0x007fu, 0xff80u,
-                         [](std::uint32_t k) { return std::bit_cast<float>((((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu) << 16); },
+                         [](std::uint32_t k) { return ref::bf16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
                          [](int f) { return lowest_key32_of_fine_bin(f) >> 16; }};
   for (std::uint32_t b = 0; b <= 0xffffu; ++b) {  // every 16-bit value
-    const float h = half_bits_to_float(b), g = std::bit_cast<float>(b << 16);
+    const float h = ref::f16_bits_to_float(static_cast<std::uint16_t>(b)), g = ref::bf16_bits_to_float(static_cast<std::uint16_t>(b));
     if (h == h) f16.check(h, fine_bin_of_bits16(b));
     if (g == g) bf16.check(g, fine_bin_of_bits32(b << 16));
   }
