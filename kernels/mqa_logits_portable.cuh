@@ -10,6 +10,7 @@
 // fixed order, so results are bitwise deterministic. With kHistogram the threads that store a row's
 // logits also add their coarse bins (of the values as stored) to the row's histogram.
 #include "coarse_histogram.cuh"
+#include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"
 #include "mqa_window.cuh"
 #include "numeric.cuh"
@@ -19,6 +20,7 @@ namespace kernels {
 
 template <int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
 __device__ void mqa_logits_portable(const MqaLogitsParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kMqaThreads % kMqaKeys == 0 && kMqaKeys % 32 == 0, "whole warps of keys");
   static_assert((kHeadDim % 16) == 0 && (kHeads * kHeadDim) % 16 == 0, "16-byte vector loads");
   constexpr int kKeyStride = kHeadDim + 1;

@@ -14,6 +14,7 @@
 // and hand them to the store warps, which write each token's window, -inf outside it with
 // fill_masked, and count the histogram of the stored values.
 #include "coarse_histogram.cuh"
+#include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"
 #include "mqa_window.cuh"
 #include "numeric.cuh"
@@ -24,6 +25,7 @@ namespace kernels {
 
 template <int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
 __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
+  await_previous_kernel();  // before this kernel's first global memory access
   constexpr int kG = mqa_sm90_tokens(kHeads);
   using Tile = Sm90MqaTile<kG, kHeads, kHeadDim>;
   constexpr int kN = Tile::kN;

@@ -11,6 +11,7 @@
 // stored) to the row's histogram; the stores themselves are the same instructions either way, so the
 // logits are bitwise identical with and without it.
 #include "coarse_histogram.cuh"
+#include "grid_dependency.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
 #include "paged_mqa_logits_rows.cuh"
@@ -29,6 +30,7 @@ struct PortableSmem {
 
 template <int kNextN, int kHeads, int kHeadDim, int kBlockSize, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kPortableThreads % kBlockSize == 0, "block size must divide the CTA");
   static_assert(kBlockSize % 32 == 0, "the store loop is one column per thread in whole warps");
   static_assert((kHeadDim % 16) == 0 && (kHeads * kHeadDim) % 16 == 0, "16-byte vector loads");

@@ -22,6 +22,7 @@
 // A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
 // logits are NaN, exactly as in the portable kernel.
 #include "coarse_histogram.cuh"
+#include "grid_dependency.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
 #include "paged_mqa_logits_rows.cuh"
@@ -32,6 +33,7 @@ namespace kernels {
 
 template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
+  await_previous_kernel();  // before this kernel's first global memory access
   using Tile = Sm90MqaTile<kNextN, kHeads, kHeadDim>;
   constexpr int kN = Tile::kN;
   static_assert(kNextN <= kSm90MaxNextN, "next_n");

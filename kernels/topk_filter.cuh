@@ -20,6 +20,7 @@
 //      cluster's sent to the leader, ranked by digits (a single CTA's few each against all); each CTA
 //      marks its winners, and the bitmaps read in column order give ascending, deterministic bytes.
 #include "cluster.cuh"
+#include "grid_dependency.cuh"
 #include "topk_common.cuh"
 #include "topk_resident.cuh"
 #include "topk_threshold_scan.cuh"
@@ -100,6 +101,7 @@ struct TopkFilterSmem {
 
 template <LogitsOut kIn, int kCluster>
 __device__ void topk_filter(const TopkParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
   constexpr int kThreads = kTopkThreads;
   using In = TopkInput<kIn>;

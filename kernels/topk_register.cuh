@@ -21,6 +21,7 @@
 // one barrier (run 61), ranking a threshold bin of few keys each against all instead of a digit round
 // (run 65).
 #include "block_scan.cuh"
+#include "grid_dependency.cuh"
 #include "topk_common.cuh"
 #include "topk_threshold_scan.cuh"
 
@@ -49,6 +50,7 @@ __device__ __forceinline__ void set_vector_element(uint4& v, int e, float x) {
 
 template <LogitsOut kIn, int kThreads, int kColumns>
 __device__ void topk_register(const TopkParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
   static_assert(kIn == LogitsOut::f32, "FP32 rows (16-bit ones stay on the resident selector)");
   using In = TopkInput<kIn>;

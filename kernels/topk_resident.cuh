@@ -27,6 +27,7 @@
 // A given histogram is not read: counting a resident segment costs less than checking one (the row
 // report says histogram_use 0).
 #include "cluster.cuh"
+#include "grid_dependency.cuh"
 #include "topk_common.cuh"
 #include "topk_threshold_scan.cuh"
 #include "topk_tile.cuh"
@@ -600,6 +601,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
 // cluster, and the bytes are those of a single CTA (every split gives the same bytes).
 template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
 __device__ void topk_resident(const TopkParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   __shared__ TopkResidentSmem<kThreads> sm;
   const int r = blockIdx.x / kCluster;
   if constexpr (kCluster > 1) {

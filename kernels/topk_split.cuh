@@ -22,6 +22,7 @@
 //      segment order. The leader refines the candidates with 10-bit digits of their keys until the
 //      winners are known; equal keys go to the lower column.
 #include "cluster.cuh"
+#include "grid_dependency.cuh"
 #include "topk_common.cuh"
 #include "topk_tile.cuh"
 
@@ -166,6 +167,7 @@ constexpr int kTopkSampledColumns = 16384;
 
 template <LogitsOut kIn, int kCluster, int kStages>
 __device__ void topk_split(const TopkParams& p) {
+  await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8, "a portable cluster size");
   static_assert(kStages >= 2 && kStages * kStageVectors <= kMaxLive * kTopkThreads, "stages");
   using In = TopkInput<kIn>;

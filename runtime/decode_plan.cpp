@@ -152,7 +152,10 @@ void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const Tens
     logits_used.params.histogram = nullptr;
     topk_launch.params.histogram = nullptr;
   }
-  const PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_used, stream);
+  PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_used, stream);
+  // A programmatic launch overlaps only a kernel before it, so not the one after the memset.
+  logits_launch.pdl = config_.pdl && !histogram_used;
+  topk_launch.pdl = config_.pdl;
 
   if (histogram_used)
     FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(lo.histogram.data), 0,

@@ -85,7 +85,7 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
 }
 
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
-                   void** args) {
+                   void** args, bool programmatic) {
   CUlaunchConfig config{};
   config.gridDimX = grid_x;
   config.gridDimY = grid_y;
@@ -95,6 +95,13 @@ void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y,
   config.blockDimZ = 1;
   config.sharedMemBytes = kernel.smem_bytes;
   config.hStream = stream;
+  CUlaunchAttribute attribute{};
+  if (programmatic && kernel.arch.major >= 9) {
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+  }
   FI_CU(cuLaunchKernelEx, kernel.key, &config, kernel.function, args, nullptr);
 }
 

@@ -42,9 +42,11 @@ void require_not_capturing(CUstream stream, const std::string& key);
 // there would read this context's pointers in the other's address space).
 void require_stream_of_context(std::string_view op, CUstream stream, CUcontext context);
 
-// Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses.
+// Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses. `programmatic`:
+// as a programmatic dependent launch (kernels/grid_dependency.cuh) where the kernel was compiled for
+// sm_90 or newer; the kernel waits for the stream's previous kernel before it touches global memory.
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
-                   void** args);
+                   void** args, bool programmatic = false);
 
 // The current CUDA context (an Error naming `op` when there is none) and the target the JIT compiles for
 // on its device.

@@ -128,12 +128,14 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
     throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
                                     static_cast<int>(options.variant)));
   l.config.variant = options.variant;
+  l.pdl = options.pdl;
   return l;
 }
 
 MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& call, CUstream stream) {
   MqaLogitsLaunch launch;
   launch.kernel = &loaded_kernel(op, call.config, stream);
+  launch.pdl = call.pdl;
   launch.sm90_params.p = call.params;
   launch.sm90 = launch.kernel->variant == static_cast<int>(MqaLogitsVariant::sm90);
   if (!launch.sm90) {
@@ -161,7 +163,7 @@ MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& cal
 void enqueue(const MqaLogitsLaunch& launch, CUstream stream) {
   kernels::MqaLogitsSm90Params params = launch.sm90_params;
   void* args[] = {launch.sm90 ? static_cast<void*>(&params) : static_cast<void*>(&params.p)};
-  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args);
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, launch.pdl);
 }
 
 void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_scales, const TensorView& weights,

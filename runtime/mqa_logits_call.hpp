@@ -17,6 +17,7 @@ constexpr std::int64_t kMqaMaxTokens = std::int64_t{65535} * kernels::kMqaTokens
 struct MqaLogitsCall {
   MqaLogitsConfig config;  // arch: the current device's, filled in by prepare
   kernels::MqaLogitsParams params{};
+  bool pdl = false;  // options.pdl
   bool empty() const { return params.tokens == 0 || params.keys == 0; }
 };
 
@@ -30,6 +31,7 @@ struct MqaLogitsLaunch {
   bool sm90 = false;
   kernels::MqaLogitsSm90Params sm90_params{};  // .p: the parameters of either kernel
   unsigned grid_x = 0, grid_y = 0;
+  bool pdl = false;  // a programmatic dependent launch (launch_kernel)
 };
 
 // Not for an empty call.

@@ -172,6 +172,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   if (mxfp4 && options.variant == PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("{}: options.variant: the sm90 kernel takes the FP8 cache only (an MXFP4 query was given)", op));
   l.config.variant = options.variant;
+  l.pdl = options.pdl;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.batch = static_cast<unsigned>(batch);
   return l;
@@ -182,6 +183,7 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   PagedMqaLogitsLaunch launch;
   const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
   launch.kernel = &kernel;
+  launch.pdl = call.pdl;
   launch.sm90_params.p = call.params;
   launch.sm90 = kernel.variant == static_cast<int>(PagedMqaLogitsVariant::sm90);
   if (!launch.sm90) {
@@ -208,7 +210,7 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream) {
   kernels::PagedMqaLogitsSm90Params params = launch.sm90_params;
   void* args[] = {launch.sm90 ? static_cast<void*>(&params) : static_cast<void*>(&params.p)};
-  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args);
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, launch.pdl);
 }
 
 void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,

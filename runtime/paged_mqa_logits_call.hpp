@@ -17,6 +17,7 @@ struct PagedMqaLogitsCall {
   kernels::PagedMqaLogitsParams params{};
   unsigned width_blocks = 0;  // 64-key blocks of the logits width
   unsigned batch = 0;
+  bool pdl = false;  // options.pdl
   bool empty() const { return width_blocks == 0 || batch == 0; }
 };
 
@@ -31,6 +32,7 @@ struct PagedMqaLogitsLaunch {
   bool sm90 = false;
   kernels::PagedMqaLogitsSm90Params sm90_params{};  // p is the portable kernel's argument too
   unsigned grid_x = 0, grid_y = 0;
+  bool pdl = false;  // a programmatic dependent launch (launch_kernel)
 };
 
 // Not for an empty call.

@@ -120,8 +120,9 @@ void PrefillPlan::run(const TensorView& q, const TensorView& kv, const TensorVie
     Chunk c;
     c.logits = check_mqa_logits(op, rows_of(q, qrow, {n, config_.heads, config_.head_dim}), kv, kv_scales,
                                 rows_of(weights, config_.heads, {n, config_.heads}), ks_chunk, ke_chunk, logits,
-                                MqaLogitsOptions{});  // no fill: the top-k reads the windows only
+                                MqaLogitsOptions{.pdl = config_.pdl});  // no fill: the top-k reads the windows only
     TopkOptions to;
+    to.pdl = config_.pdl;
     to.sorted = config_.sorted;
     to.row_starts = ks_chunk;
     to.relative = config_.relative;

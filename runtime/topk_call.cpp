@@ -114,6 +114,7 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     wc.fail(fmt::format("at least topk_workspace_bytes({}) = {} bytes", rows, need), std::to_string(workspace.shape[0]));
 
   l.split = options.split;
+  l.pdl = options.pdl;
   auto& p = l.params;
   p.logits = logits.data;
   p.lengths = static_cast<const int*>(lengths.data);
@@ -176,13 +177,14 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
   launch.params = call.params;
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
   launch.on_chip = c.on_chip();
+  launch.pdl = call.pdl;
   return launch;
 }
 
 void enqueue(const TopkLaunch& launch, CUstream stream) {
   kernels::TopkParams params = launch.params;
   void* args[] = {&params};
-  launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args);
+  launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args, launch.pdl);
 }
 
 void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,

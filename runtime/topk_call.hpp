@@ -15,6 +15,7 @@ namespace flash_indexer {
 struct TopkCall {
   LogitsDType logits = LogitsDType::f32;
   int split = 0;  // options.split: 0 automatic
+  bool pdl = false;  // options.pdl
   kernels::TopkParams params{};
   bool empty() const { return params.rows == 0; }
 };
@@ -26,6 +27,7 @@ struct TopkLaunch {
   const LoadedKernel* kernel = nullptr;
   kernels::TopkParams params{};
   unsigned grid = 0;  // rows * split CTAs
+  bool pdl = false;      // a programmatic dependent launch (launch_kernel)
   bool on_chip = false;  // the register or resident selector, which counts its rows itself (a given histogram is not read)
 };
 

@@ -133,8 +133,8 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   std::vector<std::string> names;
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
   CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
-                                          "numeric.cuh", "paged_mqa_logits_params.cuh", "tensor_map.cuh",
-                                          "paged_mqa_logits_rows.cuh"});
+                                          "grid_dependency.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh",
+                                          "tensor_map.cuh", "paged_mqa_logits_rows.cuh"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");

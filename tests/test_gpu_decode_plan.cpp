@@ -1,7 +1,8 @@
 // GPU tests of DecodePlan (logits + histogram -> top-k in one call) and of the top-k physical-slot
 // output: against the reference top-k of the reference logits (exact-arithmetic inputs, so the GPU
 // logits equal the reference bit for bit), eagerly and under CUDA-graph replay with new lengths and
-// block tables.
+// block tables; and with programmatic dependent launches (pdl), whose kernels must still read and write
+// in stream order.
 #include "catch_compat.hpp"
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include "driver.hpp"
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
 #include "test_support.hpp"
 
@@ -78,13 +81,16 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       {3, 3, 32, 128, 2048, LogitsDType::f16, 30000, true, true, true, KvFormat::mxfp4},
       {2, 1, 64, 128, 512, LogitsDType::f32, 9000, false, false, false, KvFormat::mxfp4},
   };
-  for (const DecodePlanConfig& pc : configs) {
+  for (const bool pdl : {false, true})
+  for (DecodePlanConfig pc : configs) {
+    pc.pdl = pdl;
     DecodePlan plan(pc);
     for (int batch : {pc.max_batch, 1}) {
       std::vector<int> lengths;
       for (int b = 0; b < batch; ++b) lengths.push_back(b == 1 ? 0 : static_cast<int>(rng() % pc.max_context) + 1);
       const ck::LogitsCase lc = plan_case(pc, lengths, rng);
-      INFO(ck::describe(lc) << " k " << pc.k << (pc.physical_slots ? " slots" : "") << (pc.sorted ? " sorted" : ""));
+      INFO(ck::describe(lc) << " k " << pc.k << (pc.physical_slots ? " slots" : "") << (pc.sorted ? " sorted" : "")
+                            << (pc.pdl ? " pdl" : ""));
       const ck::HostInputs in = ck::make_inputs(lc);
       ck::DeviceInputs d = ck::upload(in, lc);
       const ck::LogitsViews v = ck::views(d, in, lc);
@@ -92,6 +98,11 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
       indices.fill(0x7d);
       const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+      // NaN in every logit of the plan's buffer, on the plan's stream: a top-k that read before the logits
+      // kernel finished would miss scores (a NaN is never selected).
+      const TensorView plan_logits = plan.logits(batch);
+      FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(plan_logits.data), 0xff,
+            static_cast<std::size_t>(rows * plan.width()) * dtype_size(plan_logits.dtype), test::gpu_session().stream());
       if (pc.kv == KvFormat::mxfp4)
         plan.run(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
       else
@@ -114,7 +125,10 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
 TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block tables", "[gpu][plan]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
-  const DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
+  for (const bool pdl : {false, true}) {
+  INFO((pdl ? "pdl" : "no pdl"));
+  DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
+  pc.pdl = pdl;
   DecodePlan plan(pc);
   ck::LogitsCase lc = plan_case(pc, {20000, 30000, 5, 0, 12345, 2049}, rng);
   lc.spare_blocks = 500;
@@ -152,6 +166,52 @@ TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block ta
   }
   driver::api().cuGraphExecDestroy(exec);
   driver::api().cuGraphDestroy(graph);
+  }
+}
+
+// Two decode steps through one logits buffer, every launch programmatic: step A's top-k must read A's
+// logits (not the poison before them: read after write), and step B's logits kernel must not write
+// while A's top-k still reads (write after read). The first launch follows a memset on the stream.
+TEST_CASE("gpu: programmatic launches of paged_mqa_logits and topk keep stream order", "[gpu][plan][pdl]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
+    DecodePlanConfig pc{16, 1, 64, 128, 2048, dtype, 40000, false, false, false};  // the reference's parameters
+    std::vector<int> lengths_a, lengths_b;
+    for (int b = 0; b < pc.max_batch; ++b) {
+      lengths_a.push_back(b == 3 ? 0 : 20000 + static_cast<int>(rng() % 20001));
+      lengths_b.push_back(b == 5 ? 0 : 20000 + static_cast<int>(rng() % 20001));
+    }
+    const ck::LogitsCase a = plan_case(pc, lengths_a, rng), b = plan_case(pc, lengths_b, rng);
+    INFO(ck::describe(a));
+    const ck::HostInputs in_a = ck::make_inputs(a), in_b = ck::make_inputs(b);
+    ck::DeviceInputs da = ck::upload(in_a, a), db = ck::upload(in_b, b);
+    const ck::LogitsViews va = ck::views(da, in_a, a), vb = ck::views(db, in_b, b);
+    REQUIRE(in_a.logits_stride == in_b.logits_stride);
+    const std::int64_t rows = pc.max_batch;
+    ck::DeviceBuffer indices_a(static_cast<std::size_t>(rows) * pc.k * 4), indices_b(indices_a.bytes());
+    ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
+    indices_a.fill(0x7d);
+    indices_b.fill(0x7d);
+    const TensorView ia = TensorView::contiguous(indices_a.data(), DType::i32, {rows, pc.k});
+    const TensorView ib = TensorView::contiguous(indices_b.data(), DType::i32, {rows, pc.k});
+    const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+    PagedMqaLogitsOptions lo;
+    lo.pdl = true;
+    TopkOptions to;
+    to.next_n = 1;
+    to.pdl = true;
+    CUstream stream = test::gpu_session().stream();
+    FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(da.logits.data()), 0xff, da.logits.bytes(), stream);
+    paged_mqa_logits(va.q, va.kv_cache, va.weights, va.context_lens, va.block_table, va.logits, stream, lo);
+    topk(va.logits, va.context_lens, ia, ws, stream, to);
+    // Step B writes into step A's logits buffer.
+    paged_mqa_logits(vb.q, vb.kv_cache, vb.weights, vb.context_lens, vb.block_table, va.logits, stream, lo);
+    topk(va.logits, vb.context_lens, ib, ws, stream, to);
+    test::gpu_session().synchronize();
+    require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(a, in_a, pc, in_a.width), pc);
+    require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(b, in_b, pc, in_b.width), pc);
+  }
 }
 
 TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[plan]") {

@@ -27,6 +27,10 @@ struct DecodePlanConfig {
   // The key cache: FP8, or MXFP4 (CONTRACT 2.2: next_n 1..4, H 32/64, D 128; the portable logits kernel),
   // whose run() takes the packed query and its exponents (the q_scales overload).
   KvFormat kv = KvFormat::fp8;
+  // Programmatic dependent launch (PagedMqaLogitsOptions::pdl): the top-k kernel is scheduled while the
+  // logits kernel ends, and the logits kernel while the stream's previous kernel ends (not after the
+  // histogram's zeroing, a memset). The bytes are the same either way.
+  bool pdl = false;
 };
 
 class DecodePlan {

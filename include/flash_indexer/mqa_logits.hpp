@@ -48,6 +48,8 @@ struct MqaLogitsOptions {
   // added to it (the caller zeroes it first).
   TensorView histogram{};
   MqaLogitsVariant variant = MqaLogitsVariant::automatic;
+  // Programmatic dependent launch: as PagedMqaLogitsOptions::pdl (paged_mqa_logits.hpp).
+  bool pdl = false;
 };
 
 // Tensor arguments (device memory; strides in elements):

@@ -80,6 +80,12 @@ struct PagedMqaLogitsOptions {
   // MXFP4 only: the query's exponents, int32 [B, next_n, H], contiguous (four UE8M0 bytes each, byte 0
   // for elements 0..31).
   TensorView q_scales{};
+  // Programmatic dependent launch (sm_90 and newer; ignored before): the kernel may be scheduled while
+  // the stream's previous kernel still runs, and waits for it to complete (its writes visible) before
+  // it reads or writes any global memory, so its launch latency overlaps that kernel's end; it lets the
+  // stream's next kernel do the same. Also under stream capture (a programmatic graph edge). Off by
+  // default: the bytes are the same either way.
+  bool pdl = false;
 };
 
 // Tensor arguments (device memory; strides in elements):

@@ -23,6 +23,7 @@ struct PrefillPlanConfig {
   std::size_t logits_bytes = std::size_t{1} << 30;  // the logits buffer: at least one row of max_keys
   bool relative = false;                          // indices relative to each window's start (vLLM's form)
   bool sorted = false;                            // ascending key order (the selector writes it anyway)
+  bool pdl = false;  // every launch a programmatic dependent of the one before (PagedMqaLogitsOptions::pdl)
 };
 
 class PrefillPlan {

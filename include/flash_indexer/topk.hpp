@@ -98,6 +98,8 @@ struct TopkOptions {
   // CTA stays resident: 16K FP32 or 32K FP16/BF16 logits).
   // Every choice gives the same bytes.
   int split = 0;
+  // Programmatic dependent launch: as PagedMqaLogitsOptions::pdl (paged_mqa_logits.hpp).
+  bool pdl = false;
 };
 
 // What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the

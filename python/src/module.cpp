@@ -284,13 +284,14 @@ NB_MODULE(_flash_indexer, m) {
       "paged_mqa_logits",
       [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray logits,
          std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, const std::string& variant,
-         std::optional<AnyArray> q_scales) {
+         std::optional<AnyArray> q_scales, bool pdl) {
         constexpr const char* op = "paged_mqa_logits";
         fi::PagedMqaLogitsOptions o;
         o.fill_masked = fill_masked;
         o.histogram = optional_view(op, "histogram", histogram);
         o.variant = variant_of(op, variant);
         o.q_scales = optional_view(op, "q_scales", q_scales);
+        o.pdl = pdl;
         const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                              wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                              tv = device_view(op, "block_table", block_table), ov = device_view(op, "logits", logits);
@@ -300,19 +301,22 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
       nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic", nb::arg("q_scales").none() = nb::none(),
+      nb::arg("pdl") = false,
       "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
       "there; q may also be given as its FP8 bytes, uint8). Optionally adds the coarse histogram of each row "
       "into `histogram` (int32 [rows, 1024]). With `q_scales` (int32 [B, next_n, H]) q is the packed E2M1 "
-      "query (uint8 [B, next_n, H, D / 2]) of the MXFP4 cache.");
+      "query (uint8 [B, next_n, H, D / 2]) of the MXFP4 cache. `pdl`: a programmatic dependent launch (sm_90+), "
+      "scheduled while the stream's previous kernel ends.");
 
   m.def(
       "mqa_logits",
       [](AnyArray q, AnyArray kv, AnyArray kv_scales, AnyArray weights, AnyArray ks, AnyArray ke, AnyArray logits,
-         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram) {
+         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, bool pdl) {
         constexpr const char* op = "mqa_logits";
         fi::MqaLogitsOptions o;
         o.fill_masked = fill_masked;
         o.histogram = optional_view(op, "histogram", histogram);
+        o.pdl = pdl;
         fi::TensorView kvv = device_view(op, "kv", kv);
         if (kvv.dtype == fi::DType::u8) kvv.dtype = fi::DType::fp8_e4m3;
         const fi::TensorView qv = query_view(op, q), sv = device_view(op, "kv_scales", kv_scales),
@@ -323,16 +327,16 @@ NB_MODULE(_flash_indexer, m) {
       },
       nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"),
       nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
-      nb::arg("histogram").none() = nb::none(),
+      nb::arg("histogram").none() = nb::none(), nb::arg("pdl") = false,
       "Writes the ragged (prefill) MQA logits into `logits` (float32/16, bfloat16 [T, N]) on `stream`: token t "
       "scores keys [ks[t], ke[t]) of kv (FP8 [N, D]) with kv_scales (float32 [N]); the C++ mqa_logits. "
-      "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]).");
+      "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]). `pdl` as for paged_mqa_logits.");
 
   m.def(
       "topk",
       [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
          int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
-         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative) {
+         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative, bool pdl) {
         constexpr const char* op = "topk";
         fi::TopkOptions o;
         o.sorted = sorted;
@@ -343,6 +347,7 @@ NB_MODULE(_flash_indexer, m) {
         o.split = split;
         o.row_starts = optional_view(op, "row_starts", row_starts);
         o.relative = relative;
+        o.pdl = pdl;
         const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
                              iv = device_view(op, "indices", indices), wv = device_view(op, "workspace", workspace);
         nb::gil_scoped_release release;
@@ -351,11 +356,11 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("logits"), nb::arg("lengths"), nb::arg("indices"), nb::arg("workspace"), nb::kw_only(), nb::arg("stream"),
       nb::arg("sorted") = false, nb::arg("next_n") = 0, nb::arg("histogram").none() = nb::none(),
       nb::arg("values").none() = nb::none(), nb::arg("block_table").none() = nb::none(), nb::arg("split") = 0,
-      nb::arg("row_starts").none() = nb::none(), nb::arg("relative") = false,
+      nb::arg("row_starts").none() = nb::none(), nb::arg("relative") = false, nb::arg("pdl") = false,
       "Writes the exact top-k column indices of each row into `indices` (int32 [rows, k]) on `stream` (the C++ "
       "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes. With `row_starts` (int32 "
       "[rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows), `relative` gives offsets "
-      "from the window start.");
+      "from the window start; `pdl` as for paged_mqa_logits.");
   m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"),
         "Bytes of top-k workspace for `rows` rows.");
 
@@ -410,7 +415,7 @@ NB_MODULE(_flash_indexer, m) {
       .def(
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
-             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv) {
+             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl) {
             fi::DecodePlanConfig c;
             c.max_batch = max_batch;
             c.next_n = next_n;
@@ -423,12 +428,13 @@ NB_MODULE(_flash_indexer, m) {
             c.physical_slots = physical_slots;
             c.sorted = sorted;
             c.kv = kv_format_of("DecodePlan", kv);
+            c.pdl = pdl;
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c);
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
-          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8")
+          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false)
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,

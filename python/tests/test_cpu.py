@@ -27,6 +27,13 @@ def test_signatures_take_the_stream_as_a_keyword():
     assert list(inspect.signature(fi.topk).parameters)[:4] == ["logits", "lengths", "indices", "workspace"]
 
 
+def test_programmatic_launch_is_an_opt_in_keyword():
+    for fn in (fi.paged_mqa_logits, fi.mqa_logits, fi.topk, fi.DecodePlan.__init__):
+        params = inspect.signature(fn).parameters
+        assert params["pdl"].kind is inspect.Parameter.KEYWORD_ONLY
+        assert params["pdl"].default is False
+
+
 def test_current_stream_takes_ints_and_stream_objects():
     class FakeStream:
         cuda_stream = 1234

@@ -131,11 +131,12 @@ def test_paged_mqa_logits_and_histogram_equal_the_reference(logits_dtype):
     assert np.array_equal(hist.cpu().numpy(), fi.reference.coarse_histogram(want, row_lengths, name))
 
 
-def test_decode_plan_replays_under_a_cuda_graph():
+@pytest.mark.parametrize("pdl", [False, True])
+def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()
     B, n, H, D, k, max_context = 4, 1, 64, 128, 256, 4096
     plan = fi.DecodePlan(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits=torch.float32,
-                         max_context=max_context)
+                         max_context=max_context, pdl=pdl)
     q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, [max_context] * B)
     tq, tkv, tw = to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights)
     tlens, ttable = to_cuda(lens), to_cuda(table)

@@ -27,7 +27,8 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       for (int heads : o.heads) {
         for (int next_n : o.next_ns) {
           for (LogitsDType dtype : o.dtypes) {
-            for (int histogram : o.histogram) {
+            for (int histogram : o.histogram)
+            for (int pdl : o.pdl) {
               DecodePlanConfig pc;
               pc.max_batch = batch;
               pc.next_n = next_n;
@@ -37,6 +38,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               pc.logits = dtype;
               pc.max_context = inputs.width();
               pc.histogram = histogram != 0;
+              pc.pdl = pdl != 0;
               const DecodePlan plan(pc);
               const auto q = inputs.q(next_n, heads);
               const auto kv = inputs.kv_cache();
@@ -53,6 +55,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               r.k = o.k;
               r.dtype = dtype;
               r.histogram = pc.histogram;
+              r.pdl = pc.pdl;
               r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
               // The logits step as run() launches it: with the histogram only where the top-k streams.
               PagedMqaLogitsOptions lo;

@@ -18,6 +18,7 @@ struct DecodeBenchOptions {
   std::vector<int> lengths = {8192, 32768, 65536, 131072};
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
   std::vector<int> histogram = {0, 1};
+  std::vector<int> pdl = {0};  // DecodePlanConfig::pdl
   int k = 2048;
   int replays = 30;
   std::uint64_t seed = 1;
@@ -27,6 +28,7 @@ struct DecodeBenchRow {
   int heads = 0, next_n = 0, batch = 0, length = 0, k = 0;
   LogitsDType dtype = LogitsDType::f32;
   bool histogram = false;
+  bool pdl = false;
   double us = 0;         // DecodePlan::run
   double logits_us = 0;  // the logits kernel alone (with the histogram when on)
   double kv_bytes = 0;   // KV blocks read (keys and scales)

@@ -106,22 +106,23 @@ int cmd_bench_decode(const Args& args) {
   namespace bn = fi::bench;
   bn::DecodeBenchOptions o;
   apply_shape_options(args, o);
+  if (auto v = args.value("--pdl")) o.pdl = parse_flags("--pdl", *v);
   o.k = parse_k(args, o.k);
   o.replays = args.int_value("--replays", o.replays, 1);
   const auto bench_gpu = open_bench_gpu("decode");
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %4s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "us", "logits_us",
-              "topk_us", "kv_floor", "x_kv");
+  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us",
+              "logits_us", "topk_us", "kv_floor", "x_kv");
   nlohmann::json json = nlohmann::json::array();
   bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
-    std::printf("%3d %3d %5d %7d %4s %4d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
-                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us, r.kv_floor_us,
-                r.us / r.kv_floor_us);
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
+                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.pdl ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us,
+                r.kv_floor_us, r.us / r.kv_floor_us);
     std::fflush(stdout);
     json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
-                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"us", r.us},
+                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"pdl", r.pdl}, {"us", r.us},
                     {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
                     {"read_bandwidth", bandwidth}});
   });

@@ -63,7 +63,8 @@ one table row per case. Exits 1 if any case fails.
                                [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
                                [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
-                               [--hist LIST] [--dtype LIST] [--k K] [--replays N] [--json FILE]
+                               [--hist LIST] [--dtype LIST] [--pdl LIST] [--k K] [--replays N]
+                               [--json FILE]
        flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
                                [--replays N] [--json FILE]
 
@@ -103,6 +104,8 @@ cutoff ("sampled") and how many needed extra narrowing passes ("passes").
 decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k; no histogram where the
 top-k rows stay resident), and its logits step alone: the top-k share is the difference; the KV floor is
 KV bytes / read bandwidth.
+  --pdl LIST         0 and/or 1 (default 0): DecodePlanConfig::pdl, the plan's kernels launched as
+                     programmatic dependents (the top-k scheduled while the logits kernel ends)
   --k K              default 2048
 
 prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
