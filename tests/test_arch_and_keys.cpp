@@ -90,8 +90,8 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged portable MXFP4, top-k, prefill (mqa_logits portable and
-  // sm90), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 53 + 36 + 36 + 2);
+  // sm90), the top-k merge (one per values dtype), the two bench probes
+  CHECK(specs.size() == 288 + 144 + 48 + 53 + 36 + 36 + 3 + 2);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

@@ -5,7 +5,8 @@
 // the ranks' local top-k (every globally selected key is among its own rank's local top-k), so each
 // rank scores its shard, selects locally, and the candidates are merged (reference::topk_merge).
 //
-// Plain integer maps, usable by host code; the kernels do not take a DCP layout yet.
+// Plain integer maps, usable by host code. topk_merge() (topk_merge.hpp) merges the ranks' candidates on
+// the GPU; the logits and top-k kernels do not take a DCP layout yet.
 #include <algorithm>
 #include <cstdint>
 

@@ -34,6 +34,7 @@ __all__ = [
     "fp8_mqa_logits",
     "warm_mqa_logits",
     "topk",
+    "topk_merge",
     "topk_workspace_bytes",
     "warm_paged_mqa_logits",
     "warm_topk",
@@ -104,6 +105,18 @@ def topk(logits, lengths, indices, workspace, *, stream=None, sorted=False, next
     _ext.topk(logits, lengths, indices, workspace, stream=current_stream(stream), sorted=sorted,
               next_n=next_n, histogram=histogram, values=values, block_table=block_table, split=split,
               row_starts=row_starts, relative=relative, pdl=pdl)
+    return indices
+
+
+def topk_merge(values, positions, indices, *, stream=None, out_values=None, owned=None, ranks=1, rank=0,
+               interleave=1, pdl=False):
+    """Writes the exact top-k of the union of candidate lists into `indices` (int32 [rows, k], ascending
+    positions, -1 padding): `values` (float32/float16/bfloat16) and `positions` (int32 global positions,
+    negative: no candidate) are [D, rows, k_in], e.g. each DCP rank's local top-k gathered. `owned`
+    (int32 [rows, k]) gets the share of rank `rank` of the DCP layout (ranks = D, interleave) as its
+    local columns; `out_values` (float32 [rows, k]) the merged values."""
+    _ext.topk_merge(values, positions, indices, stream=current_stream(stream), out_values=out_values, owned=owned,
+                    ranks=ranks, rank=rank, interleave=interleave, pdl=pdl)
     return indices
 
 

@@ -24,6 +24,7 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
+#include "flash_indexer/topk_merge.hpp"
 
 namespace nb = nanobind;
 namespace fi = flash_indexer;
@@ -258,6 +259,29 @@ void bind_reference(nb::module_& m) {
       "The exact top-k of each row's window [starts[r], ends[r]) of a float32 [rows, width] array (the rules of "
       "topk): returns (indices int32 [rows, k], absolute columns or, with relative=True, offsets from the "
       "window's start; values float32 [rows, k]); -1 / -inf pad.");
+  r.def(
+      "topk_merge",
+      [](HostArray<float> values, HostArray<std::int32_t> positions, int k, bool sorted) {
+        constexpr const char* op = "reference.topk_merge";
+        if (values.ndim() != 3 || positions.ndim() != 3)
+          throw fi::ArgumentError(fmt::format("{}: values / positions: expected 3 dimensions [D, rows, k_in]", op));
+        for (std::size_t d = 0; d < 3; ++d)
+          if (values.shape(d) != positions.shape(d))
+            throw fi::ArgumentError(fmt::format("{}: positions: expected the shape of values", op));
+        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..2048, got {}", op, k));
+        const int ranks = static_cast<int>(values.shape(0));
+        const std::int64_t rows = static_cast<std::int64_t>(values.shape(1));
+        const int k_in = static_cast<int>(values.shape(2));
+        fi::reference::TopkResult out = fi::reference::topk_merge(
+            std::vector<float>(values.data(), values.data() + values.size()),
+            std::vector<std::int32_t>(positions.data(), positions.data() + positions.size()), ranks, rows, k_in, k, sorted);
+        const std::size_t n = static_cast<std::size_t>(rows);
+        return std::make_tuple(to_numpy(std::move(out.indices), {n, static_cast<std::size_t>(k)}),
+                               to_numpy(std::move(out.values), {n, static_cast<std::size_t>(k)}));
+      },
+      nb::arg("values"), nb::arg("positions"), nb::arg("k"), nb::kw_only(), nb::arg("sorted") = false,
+      "The exact top-k of the union of candidate lists (float32 values and int32 global positions [D, rows, k_in]; "
+      "a negative position is no candidate): returns (positions int32 [rows, k], values float32 [rows, k]).");
 }
 
 }  // namespace
@@ -361,6 +385,27 @@ NB_MODULE(_flash_indexer, m) {
       "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes. With `row_starts` (int32 "
       "[rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows), `relative` gives offsets "
       "from the window start; `pdl` as for paged_mqa_logits.");
+  m.def(
+      "topk_merge",
+      [](AnyArray values, AnyArray positions, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> out_values,
+         std::optional<AnyArray> owned, int ranks, int rank, int interleave, bool pdl) {
+        constexpr const char* op = "topk_merge";
+        fi::TopkMergeOptions o;
+        o.values = optional_view(op, "out_values", out_values);
+        o.owned = optional_view(op, "owned", owned);
+        o.layout = {ranks, rank, interleave};
+        o.pdl = pdl;
+        const fi::TensorView vv = device_view(op, "values", values), pv = device_view(op, "positions", positions),
+                             iv = device_view(op, "indices", indices);
+        nb::gil_scoped_release release;
+        fi::topk_merge(vv, pv, iv, stream_of(stream), o);
+      },
+      nb::arg("values"), nb::arg("positions"), nb::arg("indices"), nb::kw_only(), nb::arg("stream"),
+      nb::arg("out_values").none() = nb::none(), nb::arg("owned").none() = nb::none(), nb::arg("ranks") = 1,
+      nb::arg("rank") = 0, nb::arg("interleave") = 1, nb::arg("pdl") = false,
+      "Writes the exact top-k (int32 [rows, k], ascending positions) of the union of candidate lists (values "
+      "float32/16, bfloat16 and int32 global positions [D, rows, k_in]) on `stream` (the C++ topk_merge); "
+      "`owned` gets rank `rank`'s share as local columns of the DCP layout (ranks, rank, interleave).");
   m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"),
         "Bytes of top-k workspace for `rows` rows.");
 

@@ -15,7 +15,7 @@ def test_imports_and_exports():
         assert hasattr(fi, name), name
     for name in ("paged_mqa_logits", "topk", "warm_paged_mqa_logits", "warm_topk", "current_stream"):
         assert getattr(fi, name).__doc__
-    for name in ("topk", "coarse_bin", "coarse_histogram", "paged_mqa_logits", "mqa_logits", "topk_windows"):
+    for name in ("topk", "coarse_bin", "coarse_histogram", "paged_mqa_logits", "mqa_logits", "topk_windows", "topk_merge"):
         assert getattr(fi.reference, name).__doc__
 
 
@@ -28,7 +28,7 @@ def test_signatures_take_the_stream_as_a_keyword():
 
 
 def test_programmatic_launch_is_an_opt_in_keyword():
-    for fn in (fi.paged_mqa_logits, fi.mqa_logits, fi.topk, fi.DecodePlan.__init__):
+    for fn in (fi.paged_mqa_logits, fi.mqa_logits, fi.topk, fi.topk_merge, fi.DecodePlan.__init__):
         params = inspect.signature(fn).parameters
         assert params["pdl"].kind is inspect.Parameter.KEYWORD_ONLY
         assert params["pdl"].default is False
@@ -226,6 +226,25 @@ def test_reference_topk_windows_matches_numpy(relative):
         got = [int(i) + (start if relative and i >= 0 else 0) for i in indices[r]]
         assert got == want, r
         assert all(np.isneginf(values[r, i]) for i in range(len(cols[:k]), k))
+
+
+def test_reference_topk_merge_matches_numpy():
+    rng = np.random.default_rng()
+    D, rows, k_in, k = 3, 4, 10, 12
+    values = (np.round(rng.standard_normal((D, rows, k_in)) * 2) / 2).astype(np.float32)  # ties
+    positions = np.stack([np.stack([rng.permutation(100)[:k_in] + 100 * d for _ in range(rows)]) for d in range(D)])
+    positions = positions.astype(np.int32)
+    positions[0, 1, :4] = -1  # padding
+    values[1, 2, 3] = np.nan
+    indices, merged = fi.reference.topk_merge(values, positions, k, sorted=True)
+    for r in range(rows):
+        pool = [(float(values[d, r, i]), int(positions[d, r, i])) for d in range(D) for i in range(k_in)
+                if positions[d, r, i] >= 0 and not np.isnan(values[d, r, i])]
+        pool.sort(key=lambda c: (-c[0], c[1]))          # larger first, ties to the lower position
+        want = sorted(p for _, p in pool[:k])
+        assert list(indices[r]) == want + [-1] * (k - len(want)), r
+    with pytest.raises(ValueError, match="positions: expected the shape of values"):
+        fi.reference.topk_merge(values, positions[:, :2], k)
 
 
 class FakeTensor:

@@ -160,6 +160,27 @@ def test_decode_plan_replays_under_a_cuda_graph(pdl):
         assert math.isfinite(float(indices.float().sum()))
 
 
+def test_topk_merge_equals_the_reference():
+    rng = np.random.default_rng()
+    D, rows, k_in, k = 4, 6, 256, 300
+    values = (np.round(rng.standard_normal((D, rows, k_in)) * 4) / 4).astype(np.float32)
+    positions = np.stack([np.stack([rng.permutation(D * k_in)[:k_in] * D + d for _ in range(rows)]) for d in range(D)])
+    positions = positions.astype(np.int32)
+    positions[2, 0, :100] = -1
+    want, want_values = fi.reference.topk_merge(values, positions, k, sorted=True)
+    indices = torch.full((rows, k), 0x7D7D7D7D, dtype=torch.int32, device="cuda")
+    merged = torch.empty(rows, k, dtype=torch.float32, device="cuda")
+    owned = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    fi.topk_merge(to_cuda(values).half(), to_cuda(positions), indices, out_values=merged, owned=owned, ranks=D,
+                  rank=1, interleave=1)
+    torch.cuda.synchronize()
+    assert np.array_equal(indices.cpu().numpy(), want)  # the values are exact in FP16
+    assert np.array_equal(merged.cpu().numpy(), want_values)
+    for r in range(rows):
+        mine = [int(p) // D for p in want[r] if p >= 0 and p % D == 1]
+        assert list(owned[r].cpu().numpy()) == mine + [-1] * (k - len(mine)), r
+
+
 def test_engine_drop_ins_equal_the_reference():
     rng = np.random.default_rng()
     B, n, H, D, k = 2, 2, 64, 128, 128
