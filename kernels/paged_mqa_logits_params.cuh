@@ -25,6 +25,11 @@ struct PagedMqaLogitsParams {
   int width;
   int lens_2d;      // 1: context_lens is [B, next_n]; 0: [B] with the MTP rule
   int fill_masked;  // 1: write -inf into columns s >= len(r)
+  // Decode context parallel (dcp.hpp): with dcp_ranks > 1 the lengths are global and this cache is
+  // rank dcp_rank's shard, so a row has dcp_local_length(its length) columns.
+  int dcp_ranks;
+  int dcp_rank;
+  int dcp_interleave;
 };
 
 // Launch geometry of the portable kernel, needed by both sides.

@@ -5,6 +5,7 @@
 // topk_filter.cuh, topk_resident.cuh, topk_register.cuh).
 #include "block_scan.cuh"
 #include "coarse_bins.hpp"
+#include "dcp.hpp"
 #include "numeric.cuh"
 #include "topk_params.cuh"
 #include "topk_selector_bins.cuh"
@@ -133,12 +134,13 @@ struct TopkSmem {
 };
 static_assert(kTopkSelectorBins == kCoarseBins, "selector and contract counts share sm.hist");
 
-// Row r's live length (CONTRACT 1), clamped to [0, width].
+// Row r's live length (CONTRACT 1; under DCP this rank's share of it), clamped to [0, width].
 __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
   long long len = p.lengths_next_n == 0
                       ? p.lengths[r]
                       : static_cast<long long>(p.lengths[r / p.lengths_next_n]) - p.lengths_next_n + r % p.lengths_next_n + 1;
   if (len < 0) len = 0;
+  if (p.dcp_ranks > 1) len = dcp_local_length(static_cast<int>(len), DcpLayout{p.dcp_ranks, p.dcp_rank, p.dcp_interleave});
   if (len > p.width) len = p.width;
   return static_cast<int>(len);
 }
@@ -375,9 +377,11 @@ __device__ __forceinline__ TopkSegment topk_segment(const TopkParams& p, int r, 
 }
 
 // What the output holds for a selected column: the column (relative to the window `start` with
-// p.relative), or its physical KV slot (64-token blocks).
+// p.relative), its physical KV slot (64-token blocks), or under DCP its global position (the host
+// allows neither of the others with DCP).
 __device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {
   if (p.relative) return column - start;
+  if (p.dcp_ranks > 1) return dcp_global_position(column, DcpLayout{p.dcp_ranks, p.dcp_rank, p.dcp_interleave});
   if (p.slot_table == nullptr) return column;
   const int block = column / 64;
   if (block >= p.slot_table_blocks) return -1;

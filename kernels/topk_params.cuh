@@ -27,6 +27,12 @@ struct TopkParams {
   // Window starts (null: 0): row r selects from [row_starts[r], its length), both clamped to [0, width].
   const int* row_starts;
   int relative;  // 1: indices relative to the window start
+  // Decode context parallel (dcp.hpp): with dcp_ranks > 1 the lengths are global and the logits are
+  // rank dcp_rank's local columns, so a row has dcp_local_length(its length) of them, and the indices
+  // are global positions (dcp_global_position).
+  int dcp_ranks;
+  int dcp_rank;
+  int dcp_interleave;
 };
 
 constexpr int kMaxTopk = 2048;

@@ -5,6 +5,7 @@
 
 #include <utility>
 
+#include "dcp_checks.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
@@ -25,6 +26,10 @@ void check_config(const DecodePlanConfig& c) {
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
   if (c.max_context < 1 || c.max_context > (std::int64_t{1} << 30)) fail("max_context", "1..2^30", c.max_context);
   if (c.kv != KvFormat::fp8 && c.kv != KvFormat::mxfp4) fail("kv", "fp8 or mxfp4", static_cast<int>(c.kv));
+  check_dcp_layout("DecodePlan", "config.dcp", c.dcp);
+  if (c.dcp.ranks > 1 && c.physical_slots)
+    throw ArgumentError("DecodePlan: config.physical_slots: expected false with config.dcp (the indices are global positions, "
+                        "for topk_merge)");
   PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
   logits.variant = PagedMqaLogitsVariant::portable;
   logits.kv = c.kv;
@@ -39,7 +44,8 @@ void check_config(const DecodePlanConfig& c) {
 
 DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
   check_config(config_);
-  width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(config_.max_context), 64));
+  // Under DCP the logits hold this rank's columns of the longest context.
+  width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(config_.max_context, config_.dcp)), 64));
   const std::size_t rows = static_cast<std::size_t>(config_.max_batch) * config_.next_n;
   const std::size_t element = config_.logits == LogitsDType::f32 ? 4 : 2;
   logits_offset_ = 0;
@@ -131,6 +137,7 @@ void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const Tens
   PagedMqaLogitsOptions lo;
   lo.q_scales = q_scales;
   lo.histogram = histogram(batch);
+  lo.dcp = config_.dcp;
   const TensorView logits_view = logits(batch);
   const PagedMqaLogitsCall logits_call =
       check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits_view, lo);
@@ -140,6 +147,7 @@ void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const Tens
   to.histogram = lo.histogram;
   if (context_lens.rank == 1) to.next_n = config_.next_n;
   if (config_.physical_slots) to.block_table = block_table;
+  to.dcp = config_.dcp;
   const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, topk_workspace(), to);
   if (batch == 0) return;
   TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "dcp_checks.hpp"
 #include "driver.hpp"
 #include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
@@ -173,6 +174,10 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
     throw ArgumentError(fmt::format("{}: options.variant: the sm90 kernel takes the FP8 cache only (an MXFP4 query was given)", op));
   l.config.variant = options.variant;
   l.pdl = options.pdl;
+  check_dcp_layout(op, "options.dcp", options.dcp);
+  p.dcp_ranks = options.dcp.ranks;
+  p.dcp_rank = options.dcp.rank;
+  p.dcp_interleave = options.dcp.interleave;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.batch = static_cast<unsigned>(batch);
   return l;

@@ -8,6 +8,7 @@
 
 #include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
+#include "dcp_checks.hpp"
 #include "kernel_key.hpp"
 #include "tensor_checks.hpp"
 #include "topk_kernel.hpp"
@@ -107,6 +108,12 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   if (options.relative && options.block_table.rank != 0)
     throw ArgumentError(fmt::format("{}: options.relative: expected absolute columns with options.block_table (slots)", op));
 
+  check_dcp_layout(op, "options.dcp", options.dcp);
+  if (options.dcp.ranks > 1 && options.block_table.rank != 0)
+    throw ArgumentError(fmt::format("{}: options.block_table: expected none with options.dcp (the indices are global positions)", op));
+  if (options.dcp.ranks > 1 && options.row_starts.rank != 0)
+    throw ArgumentError(fmt::format("{}: options.row_starts: expected none with options.dcp (decode rows)", op));
+
   TensorChecks wc(op, "workspace", workspace);
   wc.dtype({DType::u8}).rank({1}).contiguous().not_null().aligned(16);
   const std::size_t need = topk_workspace_bytes(rows);
@@ -130,6 +137,9 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   p.lengths_next_n = lengths_next_n;
   p.k = static_cast<int>(k);
   p.sorted = options.sorted;
+  p.dcp_ranks = options.dcp.ranks;
+  p.dcp_rank = options.dcp.rank;
+  p.dcp_interleave = options.dcp.interleave;
   if (options.block_table.rank != 0) {
     p.slot_table = static_cast<const int*>(options.block_table.data);
     p.slot_table_stride = options.block_table.strides[0];

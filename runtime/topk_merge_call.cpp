@@ -7,6 +7,7 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/topk.hpp"
 #include "flash_indexer/topk_merge.hpp"
+#include "dcp_checks.hpp"
 #include "kernel_key.hpp"
 #include "kernel_registry.hpp"
 #include "tensor_checks.hpp"
@@ -62,11 +63,7 @@ TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, co
     oc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, k, "k").contiguous().not_null().aligned(4);
     if (l.ranks != lists)
       throw ArgumentError(fmt::format("{}: options.layout.ranks: expected D = values.shape[0] = {}, got {}", op, lists, l.ranks));
-    if (l.rank < 0 || l.rank >= l.ranks)
-      throw ArgumentError(fmt::format("{}: options.layout.rank: expected 0..{}, got {}", op, l.ranks - 1, l.rank));
-    if (l.interleave < 1 || static_cast<std::int64_t>(l.interleave) * l.ranks > INT_MAX)
-      throw ArgumentError(fmt::format("{}: options.layout.interleave: expected >= 1 with ranks * interleave <= 2^31-1, got {}",
-                                      op, l.interleave));
+    check_dcp_layout(op, "options.layout", l);
   }
   TopkMergeCall c;
   c.config.values = logits_dtype_of(values.dtype);

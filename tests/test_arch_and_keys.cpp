@@ -134,7 +134,7 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
   CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
                                           "grid_dependency.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh",
-                                          "tensor_map.cuh", "paged_mqa_logits_rows.cuh"});
+                                          "tensor_map.cuh", "paged_mqa_logits_rows.cuh", "dcp.hpp"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");

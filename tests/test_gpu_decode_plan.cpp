@@ -219,4 +219,10 @@ TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[pla
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4096, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.k"));
   CHECK_THROWS_WITH(DecodePlan({1, 9, 64, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("next_n in 1..8"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 48, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("heads"));
+  DecodePlanConfig dcp{1, 1, 64, 128, 2048, LogitsDType::f16, 1000};
+  dcp.dcp = {2, 2, 1};
+  CHECK_THROWS_WITH(DecodePlan(dcp), flash_indexer::test::Contains("config.dcp.rank: expected 0..1 (ranks - 1), got 2"));
+  dcp.dcp = {2, 1, 64};
+  dcp.physical_slots = true;
+  CHECK_THROWS_WITH(DecodePlan(dcp), flash_indexer::test::Contains("config.physical_slots: expected false with config.dcp"));
 }

@@ -86,7 +86,7 @@ TEST_CASE("topk_merge rejects bad arguments before any driver call, naming them"
   a.options.owned = TensorView::contiguous(fake(0x50000), DType::i32, {a.rows, a.k});
   require_rejected(a, "options.layout.ranks: expected D = values.shape[0] = 2, got 1");
   a.options.layout = {2, 2, 1};
-  require_rejected(a, "options.layout.rank: expected 0..1, got 2");
+  require_rejected(a, "options.layout.rank: expected 0..1 (ranks - 1), got 2");
   a.options.layout = {2, 1, 0};
   require_rejected(a, "options.layout.interleave");
   a.options.layout = {2, 1, 64};

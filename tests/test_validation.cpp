@@ -260,6 +260,36 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "options.split: expected rows * split <= 2^31-1 (the grid), got 536870912 rows * 8");
 }
 
+TEST_CASE("paged_mqa_logits and topk name a bad DCP layout, and topk its conflicts", "[validation][dcp]") {
+  expect_error([](Args& a) { a.options.dcp = {0, 0, 1}; }, "options.dcp.ranks: expected 1..1024, got 0");
+  expect_error([](Args& a) { a.options.dcp = {2, 2, 1}; }, "options.dcp.rank: expected 0..1 (ranks - 1), got 2");
+  expect_error([](Args& a) { a.options.dcp = {2, -1, 1}; }, "options.dcp.rank: expected 0..1 (ranks - 1), got -1");
+  expect_error([](Args& a) { a.options.dcp = {2, 1, 0}; }, "options.dcp.interleave: expected >= 1");
+  expect_error([](Args& a) { a.options.dcp = {1024, 1, 1 << 22}; }, "options.dcp.interleave: expected >= 1 with ranks * interleave <= 2^31-1");
+  expect_topk_error([](TopkArgs& a) { a.options.dcp = {4, 4, 64}; }, "options.dcp.rank: expected 0..3 (ranks - 1), got 4");
+  expect_topk_error([](TopkArgs& a) { a.options.dcp = {2000, 0, 1}; }, "options.dcp.ranks: expected 1..1024, got 2000");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.dcp = {2, 1, 64};
+        a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
+      },
+      "options.block_table: expected none with options.dcp (the indices are global positions)");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.dcp = {2, 1, 64};
+        a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {6});
+      },
+      "options.row_starts: expected none with options.dcp (decode rows)");
+  if (!driver::available()) {  // a valid layout passes validation; the driver was needed next
+    TopkArgs t;
+    t.options.dcp = {2, 1, 64};
+    CHECK_THROWS_WITH(t.call(), Contains("libcuda.so.1"));
+    Args l;
+    l.options.dcp = {8, 7, 1};
+    CHECK_THROWS_WITH(l.call(), Contains("libcuda.so.1"));
+  }
+}
+
 TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fits and segments stay long", "[validation]") {
   const Arch h200{9, 0, true};
   CHECK(automatic_topk_split(1, 131072, 132, h200) == 8);

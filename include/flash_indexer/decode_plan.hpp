@@ -31,6 +31,11 @@ struct DecodePlanConfig {
   // logits kernel ends, and the logits kernel while the stream's previous kernel ends (not after the
   // histogram's zeroing, a memset). The bytes are the same either way.
   bool pdl = false;
+  // Decode context parallel (dcp.hpp): this GPU holds rank dcp.rank's shard of the cache; run() takes the
+  // global lengths, the logits buffer holds the rank's columns of max_context, and the indices are
+  // global positions of the rank's local top-k, to all-gather and merge with topk_merge() (the DCP
+  // plan over NCCL is not built yet). Not with physical_slots.
+  DcpLayout dcp{};
 };
 
 class DecodePlan {

@@ -11,6 +11,7 @@
 
 #include "flash_indexer/arch.hpp"
 #include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/dcp.hpp"
 #include "flash_indexer/tensor.hpp"
 
 struct CUstream_st;
@@ -86,6 +87,11 @@ struct PagedMqaLogitsOptions {
   // stream's next kernel do the same. Also under stream capture (a programmatic graph edge). Off by
   // default: the bytes are the same either way.
   bool pdl = false;
+  // Decode context parallel (dcp.hpp): this kv_cache and block_table are rank dcp.rank's shard of the
+  // cache (its local columns), context_lens the requests' global lengths; row r then has
+  // dcp_local_length(its length) columns (the MTP rule applied to the global length first), and the
+  // logits are its local columns. Default: one rank.
+  DcpLayout dcp{};
 };
 
 // Tensor arguments (device memory; strides in elements):

@@ -100,6 +100,11 @@ struct TopkOptions {
   int split = 0;
   // Programmatic dependent launch: as PagedMqaLogitsOptions::pdl (paged_mqa_logits.hpp).
   bool pdl = false;
+  // Decode context parallel (dcp.hpp): the logits are rank dcp.rank's local columns and the lengths
+  // global (as PagedMqaLogitsOptions::dcp), so row r selects from its dcp_local_length(length) columns
+  // and the indices are global positions (dcp_global_position), ready for topk_merge(). Not with
+  // block_table or row_starts. Default: one rank.
+  DcpLayout dcp{};
 };
 
 // What the selector did for one row; the workspace holds one per row (int32 x 4), readable after the
