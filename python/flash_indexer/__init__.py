@@ -73,15 +73,17 @@ def _dtype_name(dtype):
 
 
 def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *, stream=None,
-                     fill_masked=False, histogram=None, variant="automatic", q_scales=None, pdl=False):
+                     fill_masked=False, histogram=None, variant="automatic", q_scales=None, pdl=False, dcp=None):
     """Writes the paged MQA logits (CONTRACT 1, 2, 5) into `logits`, optionally adding the coarse
     histogram into `histogram`. Shapes and dtypes as the C++ paged_mqa_logits. With `q_scales` (int32
     [B, next_n, H]) the cache is MXFP4 (CONTRACT 2.2) and q its packed E2M1 query (uint8 [B, next_n, H,
     D / 2]). `pdl=True`: a programmatic dependent launch (sm_90+): the kernel is scheduled while the
-    stream's previous kernel ends and waits for it before touching memory."""
+    stream's previous kernel ends and waits for it before touching memory. `dcp=(ranks, rank,
+    interleave)`: the cache is that rank's shard, context_lens the global lengths (decode context
+    parallel: each row gets the rank's columns)."""
     _ext.paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, logits,
                           stream=current_stream(stream), fill_masked=fill_masked, histogram=histogram,
-                          variant=variant, q_scales=q_scales, pdl=pdl)
+                          variant=variant, q_scales=q_scales, pdl=pdl, dcp=dcp)
     return logits
 
 
@@ -97,14 +99,15 @@ def mqa_logits(q, kv, kv_scales, weights, ks, ke, logits, *, stream=None, fill_m
 
 
 def topk(logits, lengths, indices, workspace, *, stream=None, sorted=False, next_n=0, histogram=None,
-         values=None, block_table=None, split=0, row_starts=None, relative=False, pdl=False):
+         values=None, block_table=None, split=0, row_starts=None, relative=False, pdl=False, dcp=None):
     """Writes the exact top-k column indices of each row of `logits` into `indices` (int32
     [rows, k]); `workspace` holds at least topk_workspace_bytes(rows) bytes (uint8). With
     `row_starts` (int32 [rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows);
-    `relative=True` then writes offsets from the window start; `pdl` as for paged_mqa_logits."""
+    `relative=True` then writes offsets from the window start; `pdl` and `dcp` as for paged_mqa_logits
+    (with `dcp` the lengths are global and the indices global positions, for topk_merge)."""
     _ext.topk(logits, lengths, indices, workspace, stream=current_stream(stream), sorted=sorted,
               next_n=next_n, histogram=histogram, values=values, block_table=block_table, split=split,
-              row_starts=row_starts, relative=relative, pdl=pdl)
+              row_starts=row_starts, relative=relative, pdl=pdl, dcp=dcp)
     return indices
 
 
@@ -139,13 +142,14 @@ def warm_topk(logits="float32"):
 class DecodePlan(_ext.DecodePlan):
     """The decode indexer in one capturable call (histogram zeroed, logits + histogram, top-k), with its
     workspace allocated once. Create it with the CUDA device current (e.g. after torch.cuda.init()).
-    `pdl=True`: the plan's kernels are programmatic dependent launches (DecodePlanConfig::pdl)."""
+    `pdl=True`: the plan's kernels are programmatic dependent launches (DecodePlanConfig::pdl);
+    `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp)."""
 
     def __init__(self, *, max_batch, next_n, heads, head_dim, k, logits="float16", max_context=131072,
-                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False):
+                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None):
         super().__init__(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
                          logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
-                         physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl)
+                         physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp)
 
     def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.

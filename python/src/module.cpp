@@ -120,6 +120,12 @@ nb::ndarray<nb::numpy, T> to_numpy(std::vector<T>&& values, std::initializer_lis
   return nb::ndarray<nb::numpy, T>(owned->data(), shape, owner);
 }
 
+// A DCP layout from Python's (ranks, rank, interleave); None: one rank. The ops check it.
+fi::DcpLayout dcp_layout_of(const std::optional<std::tuple<int, int, int>>& dcp) {
+  if (!dcp) return {};
+  return {std::get<0>(*dcp), std::get<1>(*dcp), std::get<2>(*dcp)};
+}
+
 template <class T>
 using HostArray = nb::ndarray<const T, nb::device::cpu, nb::c_contig>;
 
@@ -308,7 +314,7 @@ NB_MODULE(_flash_indexer, m) {
       "paged_mqa_logits",
       [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray logits,
          std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, const std::string& variant,
-         std::optional<AnyArray> q_scales, bool pdl) {
+         std::optional<AnyArray> q_scales, bool pdl, std::optional<std::tuple<int, int, int>> dcp) {
         constexpr const char* op = "paged_mqa_logits";
         fi::PagedMqaLogitsOptions o;
         o.fill_masked = fill_masked;
@@ -316,6 +322,7 @@ NB_MODULE(_flash_indexer, m) {
         o.variant = variant_of(op, variant);
         o.q_scales = optional_view(op, "q_scales", q_scales);
         o.pdl = pdl;
+        o.dcp = dcp_layout_of(dcp);
         const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                              wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                              tv = device_view(op, "block_table", block_table), ov = device_view(op, "logits", logits);
@@ -325,12 +332,13 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
       nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic", nb::arg("q_scales").none() = nb::none(),
-      nb::arg("pdl") = false,
+      nb::arg("pdl") = false, nb::arg("dcp").none() = nb::none(),
       "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
       "there; q may also be given as its FP8 bytes, uint8). Optionally adds the coarse histogram of each row "
       "into `histogram` (int32 [rows, 1024]). With `q_scales` (int32 [B, next_n, H]) q is the packed E2M1 "
       "query (uint8 [B, next_n, H, D / 2]) of the MXFP4 cache. `pdl`: a programmatic dependent launch (sm_90+), "
-      "scheduled while the stream's previous kernel ends.");
+      "scheduled while the stream's previous kernel ends. `dcp=(ranks, rank, interleave)`: the cache is that rank's "
+      "shard and context_lens the global lengths (PagedMqaLogitsOptions::dcp).");
 
   m.def(
       "mqa_logits",
@@ -360,7 +368,8 @@ NB_MODULE(_flash_indexer, m) {
       "topk",
       [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
          int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
-         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative, bool pdl) {
+         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative, bool pdl,
+         std::optional<std::tuple<int, int, int>> dcp) {
         constexpr const char* op = "topk";
         fi::TopkOptions o;
         o.sorted = sorted;
@@ -372,6 +381,7 @@ NB_MODULE(_flash_indexer, m) {
         o.row_starts = optional_view(op, "row_starts", row_starts);
         o.relative = relative;
         o.pdl = pdl;
+        o.dcp = dcp_layout_of(dcp);
         const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
                              iv = device_view(op, "indices", indices), wv = device_view(op, "workspace", workspace);
         nb::gil_scoped_release release;
@@ -381,10 +391,11 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("sorted") = false, nb::arg("next_n") = 0, nb::arg("histogram").none() = nb::none(),
       nb::arg("values").none() = nb::none(), nb::arg("block_table").none() = nb::none(), nb::arg("split") = 0,
       nb::arg("row_starts").none() = nb::none(), nb::arg("relative") = false, nb::arg("pdl") = false,
+      nb::arg("dcp").none() = nb::none(),
       "Writes the exact top-k column indices of each row into `indices` (int32 [rows, k]) on `stream` (the C++ "
       "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes. With `row_starts` (int32 "
       "[rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows), `relative` gives offsets "
-      "from the window start; `pdl` as for paged_mqa_logits.");
+      "from the window start; `pdl` and `dcp` as for paged_mqa_logits (with dcp the indices are global positions).");
   m.def(
       "topk_merge",
       [](AnyArray values, AnyArray positions, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> out_values,
@@ -460,7 +471,8 @@ NB_MODULE(_flash_indexer, m) {
       .def(
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
-             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl) {
+             std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
+             std::optional<std::tuple<int, int, int>> dcp) {
             fi::DecodePlanConfig c;
             c.max_batch = max_batch;
             c.next_n = next_n;
@@ -474,12 +486,14 @@ NB_MODULE(_flash_indexer, m) {
             c.sorted = sorted;
             c.kv = kv_format_of("DecodePlan", kv);
             c.pdl = pdl;
+            c.dcp = dcp_layout_of(dcp);
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c);
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
-          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false)
+          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
+          nb::arg("dcp").none() = nb::none())
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,

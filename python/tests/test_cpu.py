@@ -65,6 +65,8 @@ def test_bad_configurations_raise_value_error():
         fi.warm_paged_mqa_logits(1, 64, 128, variant="fast")
     with pytest.raises(ValueError, match="expected heads in"):
         fi.warm_paged_mqa_logits(1, 48, 128)
+    with pytest.raises(ValueError, match=r"config.dcp.rank: expected 0..1 \(ranks - 1\), got 2"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, dcp=(2, 2, 1))
     with pytest.raises(ValueError, match="DecodePlan: kv: expected fp8 or mxfp4, got 'fp4'"):
         fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, kv="fp4")
     with pytest.raises(ValueError, match="the MXFP4 cache is built for"):

@@ -181,6 +181,24 @@ def test_topk_merge_equals_the_reference():
         assert list(owned[r].cpu().numpy()) == mine + [-1] * (k - len(mine)), r
 
 
+def test_topk_with_a_dcp_layout_writes_global_positions():
+    rng = np.random.default_rng()
+    D, r, I, rows, width, k = 2, 1, 64, 3, 20000, 512
+    logits = torch.from_numpy((np.round(rng.standard_normal((rows, width)) * 8) / 8).astype(np.float32)).cuda()
+    global_lengths = np.array([0, 2 * width - 100, 5000], np.int32)
+    group = D * I
+    local = [int(L // group * I + min(max(L % group - r * I, 0), I)) for L in global_lengths]
+    workspace = torch.empty(fi.topk_workspace_bytes(rows), dtype=torch.uint8, device="cuda")
+    got = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    want = torch.empty(rows, k, dtype=torch.int32, device="cuda")
+    fi.topk(logits, to_cuda(global_lengths), got, workspace, dcp=(D, r, I))
+    fi.topk(logits, to_cuda(np.array(local, np.int32)), want, workspace)
+    torch.cuda.synchronize()
+    w = want.cpu().numpy().astype(np.int64)
+    mapped = np.where(w >= 0, w // I * group + r * I + w % I, -1)
+    assert np.array_equal(got.cpu().numpy(), mapped)
+
+
 def test_engine_drop_ins_equal_the_reference():
     rng = np.random.default_rng()
     B, n, H, D, k = 2, 2, 64, 128, 128
