@@ -1,5 +1,5 @@
 #pragma once
-// Programmatic dependent launch (sm_90 and newer). Every kernel's generated entry calls this first:
+// Programmatic dependent launch (sm_90 and newer). Every kernel calls this first:
 // launched with the attribute (launch_kernel's `programmatic`), the kernel may be scheduled while the
 // stream's previous kernel still runs, and it waits here, before its first global memory access (read
 // or write), until that kernel has completed and its writes are visible; then it lets the stream's
