@@ -13,6 +13,7 @@
 // a bitonic sort by position makes the bytes unique. Equal keys (a position given twice with the same
 // value) are identical candidates, so whichever copies are taken, the bytes are the same.
 #include "block_scan.cuh"
+#include "dcp.hpp"
 #include "grid_dependency.cuh"
 #include "topk_common.cuh"
 #include "topk_merge_params.cuh"
@@ -146,25 +147,20 @@ __device__ void topk_merge(const TopkMergeParams& p) {
   // This rank's share in the same order, as its local columns: each thread takes consecutive slots,
   // so one scan of the per-thread counts places them.
   constexpr int kSlots = kMaxTopk / kThreads;
-  const long long group = static_cast<long long>(p.owner_ranks) * p.owner_interleave;
-  int mine = 0;
+  static_assert(kMaxTopk % kThreads == 0, "whole output slots per thread");
+  auto mine = [&](int i) { return i < taken && dcp_owner(sm.position[i], p.owner_ranks, p.owner_interleave) == p.owner_rank; };
+  unsigned int count = 0;
 #pragma unroll
-  for (int j = 0; j < kSlots; ++j) {
-    const int i = kSlots * static_cast<int>(threadIdx.x) + j;
-    mine += i < taken && sm.position[i] / p.owner_interleave % p.owner_ranks == p.owner_rank ? 1 : 0;
-  }
-  int owned_total;
-  int at = BlockScan<kThreads>::exclusive(mine, reinterpret_cast<int*>(sm.warp_sums), owned_total);
+  for (int j = 0; j < kSlots; ++j) count += mine(kSlots * static_cast<int>(threadIdx.x) + j) ? 1u : 0u;
+  unsigned int owned_total;
+  unsigned int at = BlockScan<kThreads>::exclusive(count, sm.warp_sums, owned_total);
   int* owned = p.owned + static_cast<long long>(r) * k;
 #pragma unroll
   for (int j = 0; j < kSlots; ++j) {
     const int i = kSlots * static_cast<int>(threadIdx.x) + j;
-    if (i < taken && sm.position[i] / p.owner_interleave % p.owner_ranks == p.owner_rank) {
-      const long long position = sm.position[i];
-      owned[at++] = static_cast<int>(position / group * p.owner_interleave + position % p.owner_interleave);
-    }
+    if (mine(i)) owned[at++] = dcp_local_column(sm.position[i], p.owner_ranks, p.owner_interleave);
   }
-  for (int i = owned_total + static_cast<int>(threadIdx.x); i < k; i += kThreads) owned[i] = -1;
+  for (int i = static_cast<int>(owned_total + threadIdx.x); i < k; i += kThreads) owned[i] = -1;
 }
 
 }  // namespace kernels

@@ -94,7 +94,7 @@ TEST_CASE("gpu: topk with a DCP layout equals it on the local lengths, columns m
           const std::int64_t global_width = width * layout.ranks;  // longer rows clamp to the local width
           std::vector<int> global = {0, static_cast<int>(global_width / 3), static_cast<int>(global_width),
                                      static_cast<int>(global_width + 100)};
-          const std::size_t bytes = static_cast<std::size_t>(rows * width) * (dtype == LogitsDType::f32 ? 4 : 2);
+          const std::size_t bytes = static_cast<std::size_t>(rows * width) * dtype_size(tensor_dtype(dtype));
           std::vector<std::uint8_t> logits(bytes);
           std::normal_distribution<float> normal;
           for (std::int64_t i = 0; i < rows * width; ++i) {
@@ -109,7 +109,7 @@ TEST_CASE("gpu: topk with a DCP layout equals it on the local lengths, columns m
           std::vector<std::int32_t> global32(global.begin(), global.end());
           const ck::DeviceBuffer dg = ck::DeviceBuffer::from(global32), dlocal = ck::DeviceBuffer::from(local_lengths(global, next_n, layout));
           ck::DeviceBuffer workspace(topk_workspace_bytes(rows)), ia(static_cast<std::size_t>(rows) * k * 4), ib(ia.bytes());
-          const TensorView lv = TensorView::contiguous(dl.data(), dtype == LogitsDType::f32 ? DType::f32 : DType::f16, {rows, width});
+          const TensorView lv = TensorView::contiguous(dl.data(), tensor_dtype(dtype), {rows, width});
           const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
           ia.fill(0x7d);
           ib.fill(0x7d);

@@ -48,8 +48,7 @@ void store(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, 
   std::memcpy(bytes.data() + 2 * i, &h, 2);
 }
 
-DType tensor_dtype_of(LogitsDType t) { return t == LogitsDType::f32 ? DType::f32 : t == LogitsDType::f16 ? DType::f16 : DType::bf16; }
-std::size_t bytes_of(LogitsDType t) { return t == LogitsDType::f32 ? 4 : 2; }
+std::size_t bytes_of(LogitsDType t) { return dtype_size(tensor_dtype(t)); }
 
 void require_same_floats(const std::vector<float>& got, const std::vector<float>& want) {
   REQUIRE(got.size() == want.size());
@@ -108,7 +107,7 @@ TEST_CASE("gpu: topk_merge equals reference::topk_merge on adversarial candidate
         o.owned = TensorView::contiguous(downed.data(), DType::i32, {s.rows, s.k});
         o.layout = layout;
         o.pdl = pdl;
-        topk_merge(TensorView::contiguous(dv.data(), tensor_dtype_of(dtype), {s.lists, s.rows, s.k_in}),
+        topk_merge(TensorView::contiguous(dv.data(), tensor_dtype(dtype), {s.lists, s.rows, s.k_in}),
                    TensorView::contiguous(dp.data(), DType::i32, {s.lists, s.rows, s.k_in}),
                    TensorView::contiguous(di.data(), DType::i32, {s.rows, s.k}), test::gpu_session().stream(), o);
         test::gpu_session().synchronize();
@@ -135,7 +134,7 @@ TEST_CASE("gpu: DCP top-k (each rank's shard selected, then merged) equals topk 
           std::vector<unsigned char> whole(static_cast<std::size_t>(rows) * width * bytes_of(dtype));
           for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * width; ++i) store(dtype, whole, i, draw_score(rng));
           auto row_view = [&](const ck::DeviceBuffer& b, std::int64_t w) {
-            return TensorView::contiguous(b.data(), tensor_dtype_of(dtype), {rows, w});
+            return TensorView::contiguous(b.data(), tensor_dtype(dtype), {rows, w});
           };
           ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
           const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
