@@ -169,49 +169,76 @@ TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block ta
   }
 }
 
-// Two decode steps through one logits buffer, every launch programmatic: step A's top-k must read A's
-// logits (not the poison before them: read after write), and step B's logits kernel must not write
-// while A's top-k still reads (write after read). The first launch follows a memset on the stream.
-TEST_CASE("gpu: programmatic launches of paged_mqa_logits and topk keep stream order", "[gpu][plan][pdl]") {
-  test::require_gpu();
+namespace {
+
+// Which launches of two_decode_steps are programmatic.
+struct PdlLaunches {
+  bool logits;
+  bool topk;
+};
+
+// Two decode steps through one logits buffer: step A's top-k must read A's logits (not the poison before
+// them: read after write), and step B's logits kernel must not write while A's top-k still reads (write
+// after read). The first launch follows a memset on the stream.
+void two_decode_steps(LogitsDType dtype, PdlLaunches pdl) {
   std::mt19937_64 rng(test::fresh_seed());
-  for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
-    DecodePlanConfig pc{16, 1, 64, 128, 2048, dtype, 40000, false, false, false};  // the reference's parameters
-    std::vector<int> lengths_a, lengths_b;
-    for (int b = 0; b < pc.max_batch; ++b) {
-      lengths_a.push_back(b == 3 ? 0 : 20000 + static_cast<int>(rng() % 20001));
-      lengths_b.push_back(b == 5 ? 0 : 20000 + static_cast<int>(rng() % 20001));
-    }
-    const ck::LogitsCase a = plan_case(pc, lengths_a, rng), b = plan_case(pc, lengths_b, rng);
-    INFO(ck::describe(a));
-    const ck::HostInputs in_a = ck::make_inputs(a), in_b = ck::make_inputs(b);
-    ck::DeviceInputs da = ck::upload(in_a, a), db = ck::upload(in_b, b);
-    const ck::LogitsViews va = ck::views(da, in_a, a), vb = ck::views(db, in_b, b);
-    REQUIRE(in_a.logits_stride == in_b.logits_stride);
-    const std::int64_t rows = pc.max_batch;
-    ck::DeviceBuffer indices_a(static_cast<std::size_t>(rows) * pc.k * 4), indices_b(indices_a.bytes());
-    ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
-    indices_a.fill(0x7d);
-    indices_b.fill(0x7d);
-    const TensorView ia = TensorView::contiguous(indices_a.data(), DType::i32, {rows, pc.k});
-    const TensorView ib = TensorView::contiguous(indices_b.data(), DType::i32, {rows, pc.k});
-    const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
-    PagedMqaLogitsOptions lo;
-    lo.pdl = true;
-    TopkOptions to;
-    to.next_n = 1;
-    to.pdl = true;
-    CUstream stream = test::gpu_session().stream();
-    FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(da.logits.data()), 0xff, da.logits.bytes(), stream);
-    paged_mqa_logits(va.q, va.kv_cache, va.weights, va.context_lens, va.block_table, va.logits, stream, lo);
-    topk(va.logits, va.context_lens, ia, ws, stream, to);
-    // Step B writes into step A's logits buffer.
-    paged_mqa_logits(vb.q, vb.kv_cache, vb.weights, vb.context_lens, vb.block_table, va.logits, stream, lo);
-    topk(va.logits, vb.context_lens, ib, ws, stream, to);
-    test::gpu_session().synchronize();
-    require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(a, in_a, pc, in_a.width), pc);
-    require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(b, in_b, pc, in_b.width), pc);
+  // 16 requests of 8K..16K keys: kernels long enough to overlap, a reference of about a second per step
+  // (at H = 64, D = 128 and 40K keys it took 20 s, longer than a test should).
+  DecodePlanConfig pc{16, 1, 32, 64, 2048, dtype, 16384, false, false, false};
+  std::vector<int> lengths_a, lengths_b;
+  for (int b = 0; b < pc.max_batch; ++b) {
+    lengths_a.push_back(b == 3 ? 0 : 8192 + static_cast<int>(rng() % 8193));
+    lengths_b.push_back(b == 5 ? 0 : 8192 + static_cast<int>(rng() % 8193));
   }
+  const ck::LogitsCase a = plan_case(pc, lengths_a, rng), b = plan_case(pc, lengths_b, rng);
+  INFO(ck::describe(a) << (pdl.logits ? " pdl logits" : "") << (pdl.topk ? " pdl topk" : ""));
+  const ck::HostInputs in_a = ck::make_inputs(a), in_b = ck::make_inputs(b);
+  ck::DeviceInputs da = ck::upload(in_a, a), db = ck::upload(in_b, b);
+  const ck::LogitsViews va = ck::views(da, in_a, a), vb = ck::views(db, in_b, b);
+  REQUIRE(in_a.logits_stride == in_b.logits_stride);
+  const std::int64_t rows = pc.max_batch;
+  ck::DeviceBuffer indices_a(static_cast<std::size_t>(rows) * pc.k * 4), indices_b(indices_a.bytes());
+  ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
+  indices_a.fill(0x7d);
+  indices_b.fill(0x7d);
+  const TensorView ia = TensorView::contiguous(indices_a.data(), DType::i32, {rows, pc.k});
+  const TensorView ib = TensorView::contiguous(indices_b.data(), DType::i32, {rows, pc.k});
+  const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+  PagedMqaLogitsOptions lo;
+  lo.pdl = pdl.logits;
+  TopkOptions to;
+  to.next_n = 1;
+  to.pdl = pdl.topk;
+  CUstream stream = test::gpu_session().stream();
+  FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(da.logits.data()), 0xff, da.logits.bytes(), stream);
+  paged_mqa_logits(va.q, va.kv_cache, va.weights, va.context_lens, va.block_table, va.logits, stream, lo);
+  topk(va.logits, va.context_lens, ia, ws, stream, to);
+  // Step B writes into step A's logits buffer.
+  paged_mqa_logits(vb.q, vb.kv_cache, vb.weights, vb.context_lens, vb.block_table, va.logits, stream, lo);
+  topk(va.logits, vb.context_lens, ib, ws, stream, to);
+  test::gpu_session().synchronize();
+  require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(a, in_a, pc, in_a.width), pc);
+  require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(b, in_b, pc, in_b.width), pc);
+}
+
+}  // namespace
+
+// One test case per combination, so that a hang names its launches.
+TEST_CASE("gpu: programmatic top-k launches after paged_mqa_logits keep stream order (FP32)", "[gpu][plan][pdl]") {
+  test::require_gpu();
+  two_decode_steps(LogitsDType::f32, {false, true});
+}
+TEST_CASE("gpu: programmatic paged_mqa_logits launches keep stream order (FP32)", "[gpu][plan][pdl]") {
+  test::require_gpu();
+  two_decode_steps(LogitsDType::f32, {true, false});
+}
+TEST_CASE("gpu: programmatic launches of paged_mqa_logits and topk keep stream order (FP32)", "[gpu][plan][pdl]") {
+  test::require_gpu();
+  two_decode_steps(LogitsDType::f32, {true, true});
+}
+TEST_CASE("gpu: programmatic launches of paged_mqa_logits and topk keep stream order (FP16)", "[gpu][plan][pdl]") {
+  test::require_gpu();
+  two_decode_steps(LogitsDType::f16, {true, true});
 }
 
 TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[plan]") {
