@@ -59,16 +59,14 @@ struct TopkResidentSmem {
   int found[4];      // scan_threshold: bin, count before it, count in it, count in its aligned group of four
   int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin
   int candidates;
-  int above_count;  // gathered: this CTA's columns above the threshold interval
   // Written by the cluster's CTAs (each its own slot): through st.async, or before a cluster barrier
   // (peer_candidates, after a narrowing pass).
   int peer_candidates[16];
-  int peer_above[16];  // gathered: CTA q's columns above the interval; else its winners
+  int peer_above[16];
   int peer_tied[16];
   unsigned int decision[4];  // the ranking's: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
   int peer_bin[16 * 8];      // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
-  // mbarriers: [0] the candidate keys and the counts above them (or the leader's decision), [1] the
-  // output counts (not in gathered rows), [2] this CTA's
+  // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts, [2] this CTA's
   // slice of every CTA's group totals, [3] the cluster's group totals, [4] the threshold group's bins.
   unsigned long long exchange[5];
 };
@@ -233,10 +231,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     sm.above[i] = 0;
     sm.tied[i] = 0;
   }
-  if (threadIdx.x == 0) {
-    sm.candidates = 0;
-    sm.above_count = 0;
-  }
+  if (threadIdx.x == 0) sm.candidates = 0;
   constexpr int kSlice = kThreads / kCluster;  // group totals summed by each CTA of a cluster
   if constexpr (kCluster > 1) {
     if (threadIdx.x == 0) {  // published to the cluster by the barrier that arrives here, before any CTA sends
@@ -394,10 +389,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   // its keys go in the cluster's list before it finds them, sends each to every other CTA as it finds
   // it, and ranks the whole list itself (the ranking depends on the keys alone, so every CTA decides
   // the same), with no cluster barrier: no exchange of counts, no gather to the leader and no decision
-  // sent back. With its keys each CTA sends its count of columns above the interval: knowing the whole
-  // ranked list (a key's place says whose it is), every CTA then finds every CTA's output positions with
-  // no exchange after the ranking (device run 105: 1.5K of 19K cycles at 1 x 128K FP32 on 16 CTAs).
-  // Otherwise (narrowed rows) the counts are exchanged and the leader ranks.
+  // sent back. Otherwise (narrowed rows) the counts are exchanged and the leader ranks.
   const bool gathered = kCluster > 1 && passes == 0 && !single;
   int predicted = 0, gathered_before = 0, gathered_total = 0;
   if (gathered) {
@@ -408,7 +400,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       gathered_before += q < rank ? c : 0;
       predicted += q == rank ? c : 0;
     }
-    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 4u * static_cast<unsigned int>(gathered_total - predicted + kCluster - 1));
+    if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 4u * static_cast<unsigned int>(gathered_total - predicted));
   }
   auto send_key = [&](int at, unsigned int key) {  // to position `at` of every other CTA's list
 #pragma unroll
@@ -447,7 +439,6 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       if (live * kPer > 32) atomicOr(&bitmap[(first >> 5) + 1], static_cast<unsigned int>(bits >> 32));
     };
     mark(sm.above, above);
-    if (gathered && above != 0) atomicAdd(&sm.above_count, __popcll(static_cast<long long>(above)));
     if (single) {
       mark(sm.tied, inside);
     } else {
@@ -475,9 +466,6 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     // Had fewer keys come than the bin counted (they cannot), the missing ones go as keys outside [lo,
     // hi), which no ranking counts, so that every CTA still receives what it expects.
     for (int slot = mine + static_cast<int>(threadIdx.x); slot < predicted; slot += kThreads) send_key(gathered_before + slot, th.hi);
-    if (static_cast<int>(threadIdx.x) < kCluster && static_cast<int>(threadIdx.x) != rank)
-      cluster::send(cluster::map(&sm.peer_above[rank], threadIdx.x), static_cast<unsigned int>(sm.above_count),
-                    cluster::map(&sm.exchange[0], threadIdx.x));
     mine = min(mine, predicted);
     total_candidates = gathered_total;
     candidates_before = gathered_before;
@@ -528,26 +516,6 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
   }
   __syncthreads();
-  // Gathered: the winners and ties of the whole list, and of the CTAs before this one (the list's first
-  // candidates_before keys), by the predicates that marked them (a filler key, th.hi, is neither).
-  int won_before = 0, won_all = 0, tie_before = 0, tie_all = 0;
-  if (gathered) {
-#pragma unroll 1
-    for (int from = 0; from < total_candidates; from += kThreads) {
-      const int i = from + static_cast<int>(threadIdx.x);
-      const unsigned int key = i < total_candidates ? sm.candidate_key[i] : th.hi;
-      const bool real = key < th.hi;
-      const bool win = real && (key >= win_at || (all_in && key >= tie_from));
-      const bool tie = real && !win && key >= tie_from;
-      const bool earlier = i < candidates_before;
-      won_all += __syncthreads_count(win);
-      won_before += __syncthreads_count(win && earlier);
-      if (!all_in) {  // else a candidate wins or loses, never ties
-        tie_all += __syncthreads_count(tie);
-        tie_before += __syncthreads_count(tie && earlier);
-      }
-    }
-  }
 
   // 5. Output positions from the bitmaps. Each thread takes the columns it selected from (live * kPer
   // from `first`), so the work is balanced: counted, scanned, placed in shared memory, then written.
@@ -570,20 +538,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   unsigned int cta_total;
   const unsigned int before = BlockScan<kThreads>::exclusive(counts, sm.warp_sums, cta_total);
   int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu), tied_all = static_cast<int>(cta_total >> 16);
-  if (gathered) {
-    // Every access to this CTA's shared memory by another CTA was a send counted on exchange[0] (or an
-    // earlier mbarrier), all received: so it may leave when it is done, whatever the others still do.
-    above_all = won_all;
-    above_before = won_before;
-#pragma unroll
-    for (int q = 0; q < kCluster; ++q) {
-      const int a = q == rank ? sm.above_count : sm.peer_above[q];
-      above_before += q < rank ? a : 0;
-      above_all += a;
-    }
-    tied_before = tie_before;
-    tied_all = tie_all;
-  } else if constexpr (kCluster > 1) {
+  if constexpr (kCluster > 1) {
     // Sent after this CTA's last access to another CTA's shared memory, and awaited from every other
     // CTA: so no CTA leaves while another may still read or write its shared memory.
     const void* const slots[2] = {sm.peer_above, sm.peer_tied};
