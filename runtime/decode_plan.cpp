@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "dcp_checks.hpp"
+#include "decode_plan_launch.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
@@ -121,55 +122,76 @@ void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const Tens
 void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache,
                      const TensorView& weights, const TensorView& context_lens, const TensorView& block_table,
                      const TensorView& indices, Stream stream) const {
-  constexpr std::string_view op = "DecodePlan::run";
-  if (memory_ == 0) throw ArgumentError("DecodePlan::run: the plan was moved from");
+  enqueue(prepare_decode("DecodePlan::run", *this, q, q_scales, kv_cache, weights, context_lens, block_table, indices, {},
+                         stream),
+          stream);
+}
+
+DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const TensorView& q, const TensorView& q_scales,
+                            const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
+                            const TensorView& block_table, const TensorView& indices, const TensorView& values,
+                            CUstream stream) {
+  const DecodePlanConfig& config = plan.config();
+  if (plan.logits(0).data == nullptr)  // the logits are the start of the plan's one allocation
+    throw ArgumentError(fmt::format("{}: the plan was moved from", op));
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
-  const bool mxfp4 = config_.kv == KvFormat::mxfp4;
+  const bool mxfp4 = config.kv == KvFormat::mxfp4;
   TensorChecks qc(op, "q", q);
   if (mxfp4) qc.dtype({DType::u8});  // packed E2M1 (config.kv = mxfp4)
   else qc.dtype({DType::fp8_e4m3});
   qc.rank({4});
   const std::int64_t batch = q.shape[0];
-  if (batch > config_.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config_.max_batch), qc.shape());
-  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads");
-  if (mxfp4) qc.dim(3, config_.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
-  else qc.dim(3, config_.head_dim, "config.head_dim");
+  if (batch > config.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config.max_batch), qc.shape());
+  qc.dim(1, config.next_n, "config.next_n").dim(2, config.heads, "config.heads");
+  if (mxfp4) qc.dim(3, config.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
+  else qc.dim(3, config.head_dim, "config.head_dim");
   PagedMqaLogitsOptions lo;
   lo.q_scales = q_scales;
-  lo.histogram = histogram(batch);
-  lo.dcp = config_.dcp;
-  const TensorView logits_view = logits(batch);
+  lo.histogram = plan.histogram(batch);
+  lo.dcp = config.dcp;
+  const TensorView logits_view = plan.logits(batch);
   const PagedMqaLogitsCall logits_call =
       check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits_view, lo);
-  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(1, config_.k, "config.k");
+  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(1, config.k, "config.k");
   TopkOptions to;
-  to.sorted = config_.sorted;
+  to.sorted = config.sorted;
   to.histogram = lo.histogram;
-  if (context_lens.rank == 1) to.next_n = config_.next_n;
-  if (config_.physical_slots) to.block_table = block_table;
-  to.dcp = config_.dcp;
-  const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, topk_workspace(), to);
-  if (batch == 0) return;
-  TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
+  to.values = values;
+  if (context_lens.rank == 1) to.next_n = config.next_n;
+  if (config.physical_slots) to.block_table = block_table;
+  to.dcp = config.dcp;
+  const TopkCall topk_call = check_topk(op, logits_view, context_lens, indices, plan.topk_workspace(), to);
+  DecodeLaunch launch;
+  if (batch == 0) {
+    launch.empty = true;
+    return launch;
+  }
+  launch.topk = prepare_topk(op, topk_call, stream);
   // The register and resident selectors count their rows themselves and read no histogram: there the plan
   // neither zeroes nor fuses one (the same checks pass without it).
-  const bool histogram_used = config_.histogram && !topk_launch.on_chip;
+  const bool histogram_used = config.histogram && !launch.topk.on_chip;
   PagedMqaLogitsCall logits_used = logits_call;
   if (!histogram_used) {
     logits_used.config.histogram = false;  // the kernel without the fused count
     logits_used.params.histogram = nullptr;
-    topk_launch.params.histogram = nullptr;
+    launch.topk.params.histogram = nullptr;
+  } else {
+    launch.histogram = lo.histogram;
   }
-  PagedMqaLogitsLaunch logits_launch = prepare_paged_mqa_logits(op, logits_used, stream);
+  launch.logits = prepare_paged_mqa_logits(op, logits_used, stream);
   // A programmatic launch overlaps only a kernel before it, so not the one after the memset.
-  logits_launch.pdl = config_.pdl && !histogram_used;
-  topk_launch.pdl = config_.pdl;
+  launch.logits.pdl = config.pdl && !histogram_used;
+  launch.topk.pdl = config.pdl;
+  return launch;
+}
 
-  if (histogram_used)
-    FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(lo.histogram.data), 0,
-          static_cast<std::size_t>(lo.histogram.numel()), stream);
-  enqueue(logits_launch, stream);
-  enqueue(topk_launch, stream);
+void enqueue(const DecodeLaunch& launch, CUstream stream) {
+  if (launch.empty) return;
+  if (launch.histogram.data != nullptr)
+    FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(launch.histogram.data), 0,
+          static_cast<std::size_t>(launch.histogram.numel()), stream);
+  enqueue(launch.logits, stream);
+  enqueue(launch.topk, stream);
 }
 
 }  // namespace flash_indexer

@@ -11,6 +11,7 @@
 #include "kernel_key.hpp"
 #include "kernel_registry.hpp"
 #include "tensor_checks.hpp"
+#include "topk_merge_call.hpp"
 #include "topk_merge_kernel.hpp"
 
 namespace flash_indexer {
@@ -30,13 +31,8 @@ const LoadedKernel& loaded_kernel(std::string_view op, const TopkMergeConfig& co
                                            [](const TopkMergeConfig& c) { return topk_merge_kernel_spec(c); });
 }
 
-struct TopkMergeCall {
-  TopkMergeConfig config;
-  kernels::TopkMergeParams params{};
-  bool pdl = false;
-};
+}  // namespace
 
-// Every argument check of the op, in one place.
 TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, const TensorView& positions,
                                const TensorView& indices, const TopkMergeOptions& options) {
   TensorChecks vc(op, "values", values);
@@ -84,17 +80,18 @@ TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, co
   return c;
 }
 
-}  // namespace
-
-void topk_merge(const TensorView& values, const TensorView& positions, const TensorView& indices, Stream stream,
-                const TopkMergeOptions& options) {
-  constexpr std::string_view op = "topk_merge";
-  const TopkMergeCall call = check_topk_merge(op, values, positions, indices, options);
+void enqueue(std::string_view op, const TopkMergeCall& call, CUstream stream) {
   if (call.params.rows == 0) return;
   const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
   kernels::TopkMergeParams params = call.params;
   void* args[] = {&params};
   launch_kernel(kernel, static_cast<unsigned>(params.rows), 1, 1, stream, args, call.pdl);
+}
+
+void topk_merge(const TensorView& values, const TensorView& positions, const TensorView& indices, Stream stream,
+                const TopkMergeOptions& options) {
+  constexpr std::string_view op = "topk_merge";
+  enqueue(op, check_topk_merge(op, values, positions, indices, options), stream);
 }
 
 void warm_topk_merge(LogitsDType values) {

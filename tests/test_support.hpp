@@ -18,6 +18,9 @@ bool register_test(const std::string& name, const std::string& tags, std::functi
 // code 4 when every test of the run was skipped; CTest reports "Skipped" either way); otherwise
 // makes GPU 0's primary context current (gpu_session()), so a test needs no earlier test.
 void require_gpu();
+// Ends the test as skipped, visibly, saying why (Catch2 v3's SKIP; under v2 exit code 77, which CTest
+// reports as skipped).
+[[noreturn]] void skip(const std::string& why);
 
 // A fresh empty directory under the system temp directory, removed by the destructor.
 class TempDir {
