@@ -19,6 +19,7 @@ from ._flash_indexer import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "DcpDecodePlan",
     "DecodePlan",
     "cache_directory",
     "current_stream",
@@ -157,6 +158,29 @@ class DecodePlan(_ext.DecodePlan):
         kv="mxfp4" takes the packed E2M1 query and its exponents (`q_scales`, int32 [B, next_n, H])."""
         super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
                     stream=current_stream(stream), q_scales=q_scales)
+        return indices
+
+
+class DcpDecodePlan(_ext.DcpDecodePlan):
+    """One rank's decode indexer under decode context parallelism: its shard's logits and local top-k, an
+    NCCL all-gather of every rank's candidates and their exact merge, in one capturable call (C++
+    DcpDecodePlan). `comm`: the group's ncclComm_t as an int (e.g. vLLM's PyNcclCommunicator.comm.value),
+    `dcp=(ranks, rank, interleave)`: this rank's layout, matching `comm`. libnccl is loaded at run time
+    (libnccl.so.2, or the file FLASH_INDEXER_NCCL names)."""
+
+    def __init__(self, *, comm, dcp, max_batch, next_n, heads, head_dim, k, logits="float16",
+                 max_context=131072, histogram=True, sorted=False, kv="fp8", pdl=False):
+        super().__init__(comm=int(getattr(comm, "value", comm) or 0), dcp=tuple(dcp), max_batch=max_batch,
+                         next_n=next_n, heads=heads, head_dim=head_dim, k=k, logits=_dtype_name(logits),
+                         max_context=max_context, histogram=histogram, sorted=sorted, kv=kv, pdl=pdl)
+
+    def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, owned=None, stream=None,
+            q_scales=None):
+        """Writes the global top-k (int32 [B * next_n, k], the same on every rank) and, with `owned`
+        (int32 [B * next_n, k]), this rank's share as local columns; returns `indices`. Every rank of
+        the group calls it with the same B."""
+        super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
+                    stream=current_stream(stream), owned=owned, q_scales=q_scales)
         return indices
 
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "flash_indexer/coarse_bins.hpp"
+#include "flash_indexer/dcp_decode_plan.hpp"
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/jit.hpp"
@@ -290,6 +291,28 @@ void bind_reference(nb::module_& m) {
       "a negative position is no candidate): returns (positions int32 [rows, k], values float32 [rows, k]).");
 }
 
+// A DecodePlanConfig from the Python keywords (errors name `op`).
+fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_n, int heads, int head_dim, int k,
+                                        const std::string& logits, std::int64_t max_context, bool histogram,
+                                        bool physical_slots, bool sorted, const std::string& kv, bool pdl,
+                                        std::optional<std::tuple<int, int, int>> dcp) {
+  fi::DecodePlanConfig c;
+  c.max_batch = max_batch;
+  c.next_n = next_n;
+  c.heads = heads;
+  c.head_dim = head_dim;
+  c.k = k;
+  c.logits = logits_dtype(op, logits);
+  c.max_context = max_context;
+  c.histogram = histogram;
+  c.physical_slots = physical_slots;
+  c.sorted = sorted;
+  c.kv = kv_format_of(op, kv);
+  c.pdl = pdl;
+  c.dcp = dcp_layout_of(dcp);
+  return c;
+}
+
 }  // namespace
 
 NB_MODULE(_flash_indexer, m) {
@@ -473,20 +496,8 @@ NB_MODULE(_flash_indexer, m) {
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
              std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
              std::optional<std::tuple<int, int, int>> dcp) {
-            fi::DecodePlanConfig c;
-            c.max_batch = max_batch;
-            c.next_n = next_n;
-            c.heads = heads;
-            c.head_dim = head_dim;
-            c.k = k;
-            c.logits = logits_dtype("DecodePlan", logits);
-            c.max_context = max_context;
-            c.histogram = histogram;
-            c.physical_slots = physical_slots;
-            c.sorted = sorted;
-            c.kv = kv_format_of("DecodePlan", kv);
-            c.pdl = pdl;
-            c.dcp = dcp_layout_of(dcp);
+            const fi::DecodePlanConfig c = decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
+                                                              max_context, histogram, physical_slots, sorted, kv, pdl, dcp);
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c);
           },
@@ -516,6 +527,44 @@ NB_MODULE(_flash_indexer, m) {
       .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })
       .def_prop_ro("next_n", [](const fi::DecodePlan& p) { return p.config().next_n; })
       .def_prop_ro("k", [](const fi::DecodePlan& p) { return p.config().k; });
+
+  nb::class_<fi::DcpDecodePlan>(m, "DcpDecodePlan",
+                                "The decode indexer of one rank of a DCP group: its shard's logits and local top-k, "
+                                "an NCCL all-gather of the candidates and the exact global top-k, in one capturable "
+                                "call. Create it with the rank's CUDA device current.")
+      .def(
+          "__init__",
+          [](fi::DcpDecodePlan* self, std::uintptr_t comm, std::tuple<int, int, int> dcp, int max_batch, int next_n, int heads,
+             int head_dim, int k, const std::string& logits, std::int64_t max_context, bool histogram, bool sorted,
+             const std::string& kv, bool pdl) {
+            const fi::DecodePlanConfig c = decode_plan_config("DcpDecodePlan", max_batch, next_n, heads, head_dim, k, logits,
+                                                              max_context, histogram, false, sorted, kv, pdl, dcp);
+            nb::gil_scoped_release release;
+            new (self) fi::DcpDecodePlan(c, reinterpret_cast<ncclComm_t>(comm));
+          },
+          nb::kw_only(), nb::arg("comm"), nb::arg("dcp"), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"),
+          nb::arg("head_dim"), nb::arg("k"), nb::arg("logits") = "float16", nb::arg("max_context") = 131072,
+          nb::arg("histogram") = true, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false)
+      .def(
+          "run",
+          [](const fi::DcpDecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
+             AnyArray block_table, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> owned,
+             std::optional<AnyArray> q_scales) {
+            constexpr const char* op = "DcpDecodePlan.run";
+            const fi::TensorView sv = optional_view(op, "q_scales", q_scales), ov = optional_view(op, "owned", owned);
+            const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
+                                 wv = device_view(op, "weights", weights),
+                                 lv = device_view(op, "context_lens", context_lens),
+                                 tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
+            nb::gil_scoped_release release;
+            plan.run(qv, sv, kv, wv, lv, tv, iv, ov, stream_of(stream));
+          },
+          nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+          nb::arg("indices"), nb::kw_only(), nb::arg("stream"), nb::arg("owned").none() = nb::none(),
+          nb::arg("q_scales").none() = nb::none(),
+          "Writes the global top-k (int32 [B * next_n, k], the same on every rank) and, with `owned`, this "
+          "rank's share as local columns, on `stream`.")
+      .def_prop_ro("workspace_bytes", &fi::DcpDecodePlan::workspace_bytes, "Device memory the plan holds.");
 
   bind_reference(m);
 }

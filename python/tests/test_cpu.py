@@ -73,6 +73,13 @@ def test_bad_configurations_raise_value_error():
         fi.DecodePlan(max_batch=1, next_n=1, heads=16, head_dim=128, k=2048, kv="mxfp4")
 
 
+def test_dcp_decode_plan_rejects_a_single_rank_and_a_null_communicator():
+    with pytest.raises(ValueError, match="DcpDecodePlan: config.dcp.ranks: expected 2 or more"):
+        fi.DcpDecodePlan(comm=0x1000, dcp=(1, 0, 1), max_batch=1, next_n=1, heads=64, head_dim=128, k=2048)
+    with pytest.raises(ValueError, match="DcpDecodePlan: comm: expected an NCCL communicator, got null"):
+        fi.DcpDecodePlan(comm=None, dcp=(2, 0, 64), max_batch=1, next_n=1, heads=64, head_dim=128, k=2048)
+
+
 def test_cache_directory_override(tmp_path):
     before = fi.cache_directory()
     fi.set_cache_directory(str(tmp_path))
