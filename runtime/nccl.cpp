@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <type_traits>
 
 #include "flash_indexer/error.hpp"
 
