@@ -19,6 +19,10 @@ namespace {
 
 constexpr std::string_view kCreate = "DcpDecodePlan";
 
+// Bytes of one [max_batch * next_n, k] list of 4-byte elements: the local values, the local positions,
+// and each rank's of both gathered.
+std::size_t list_capacity(const DecodePlanConfig& c) { return static_cast<std::size_t>(c.max_batch) * c.next_n * c.k * 4; }
+
 DecodePlanConfig checked(const DecodePlanConfig& config, ncclComm_t comm) {
   if (config.dcp.ranks < 2)
     throw ArgumentError(fmt::format("{}: config.dcp.ranks: expected 2 or more (one GPU needs no DCP plan: DecodePlan), got {}",
@@ -54,10 +58,8 @@ void check_communicator(ncclComm_t comm, const DcpLayout& layout) {
 DcpDecodePlan::DcpDecodePlan(const DecodePlanConfig& config, ncclComm_t comm)
     : local_(checked(config, comm)), comm_(comm) {
   check_communicator(comm_, config.dcp);
-  // Four [rows, k] lists of 4-byte elements per rank: the local values and positions, then every
-  // rank's, gathered ([D, rows, k] each).
-  const std::size_t list = static_cast<std::size_t>(config.max_batch) * config.next_n * config.k * 4;
-  bytes_ = 2 * list + 2 * list * static_cast<std::size_t>(config.dcp.ranks);
+  // The local values and positions, then every rank's, gathered ([D, rows, k] each).
+  bytes_ = 2 * list_capacity(config) * (1 + static_cast<std::size_t>(config.dcp.ranks));
   CUdeviceptr memory = 0;
   FI_CU(cuMemAlloc, fmt::format("DcpDecodePlan candidate lists of {} bytes", bytes_), &memory, bytes_);
   memory_ = memory;
@@ -111,7 +113,7 @@ void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const T
   TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(0, rows, "B * config.next_n").dim(1, config.k, "config.k");
   // The candidate lists of these B requests: [rows, k] here, [D, rows, k] gathered, all contiguous.
   const std::size_t list = static_cast<std::size_t>(rows) * config.k * 4;
-  const std::size_t capacity = static_cast<std::size_t>(config.max_batch) * config.next_n * config.k * 4;
+  const std::size_t capacity = list_capacity(config);
   auto at = [&](std::size_t offset) { return reinterpret_cast<void*>(memory_ + offset); };
   const TensorView local_values = TensorView::contiguous(at(0), DType::f32, {rows, config.k});
   const TensorView local_positions = TensorView::contiguous(at(capacity), DType::i32, {rows, config.k});

@@ -15,6 +15,7 @@
 #include "flash_indexer/reference.hpp"
 #include "logits_check.hpp"
 #include "nccl.hpp"
+#include "plan_reference.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -37,19 +38,6 @@ TEST_CASE("the NCCL loader names the library it could not load and how to point 
 }
 
 namespace {
-
-// The reference top-k (global positions, sorted) of the whole cache's logits, rounded to the dtype.
-std::vector<std::int32_t> reference_topk(const ck::LogitsCase& lc, const ck::HostInputs& in, const DecodePlanConfig& pc) {
-  const auto view = in.reference_view(lc);
-  const std::vector<double> ref = reference::paged_mqa_logits(view);
-  std::vector<float> rounded(ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(pc.logits, static_cast<float>(ref[i]));
-  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * pc.next_n;
-  std::vector<std::int64_t> lengths;
-  for (std::int64_t r = 0; r < rows; ++r)
-    lengths.push_back(reference::row_length(view, static_cast<int>(r / pc.next_n), static_cast<int>(r % pc.next_n)));
-  return reference::topk(rounded, in.width, in.width, lengths, pc.k, true).indices;
-}
 
 // Rank `layout.rank`'s shard of the FP8 cache: request b's local columns c < dcp_local_length(L_b) in
 // consecutive blocks of its own, each token copied from global position dcp_global_position(c).
@@ -112,7 +100,7 @@ TEST_CASE("gpu: DcpDecodePlan on two GPUs equals the reference top-k of the whol
         lc.seed = rng();
         INFO(ck::describe(lc) << " interleave " << interleave);
         const ck::HostInputs in = ck::make_inputs(lc);
-        const std::vector<std::int32_t> expected = reference_topk(lc, in, pc);
+        const std::vector<std::int32_t> expected = test::plan_reference_indices(lc, in, pc, in.width);  // sorted positions
         const std::int64_t rows = static_cast<std::int64_t>(in.batch) * next_n;
         nccl::UniqueId id{};
         nccl::check(api.ncclGetUniqueId(&id), "ncclGetUniqueId");

@@ -15,35 +15,13 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
+#include "plan_reference.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
 namespace ck = flash_indexer::check;
 
 namespace {
-
-// The reference top-k of the plan's inputs: positions, or physical slots through the block table.
-std::vector<std::int32_t> expected_indices(const ck::LogitsCase& lc, const ck::HostInputs& in, const DecodePlanConfig& pc,
-                                           std::int64_t width) {
-  ck::HostInputs wide = in;
-  wide.width = width;  // the plan's logits width
-  const auto ref_view = wide.reference_view(lc);
-  const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
-  std::vector<float> rounded(ref.size());
-  for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(pc.logits, static_cast<float>(ref[i]));
-  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * pc.next_n;
-  std::vector<std::int64_t> lengths;
-  for (std::int64_t r = 0; r < rows; ++r)
-    lengths.push_back(reference::row_length(ref_view, static_cast<int>(r / pc.next_n), static_cast<int>(r % pc.next_n)));
-  std::vector<std::int32_t> out = reference::topk(rounded, width, width, lengths, pc.k, pc.sorted).indices;
-  if (pc.physical_slots)
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (int i = 0; i < pc.k; ++i) {
-        std::int32_t& v = out[r * pc.k + i];
-        if (v >= 0) v = in.block_table[(r / pc.next_n) * in.max_blocks + v / 64] * 64 + v % 64;
-      }
-  return out;
-}
 
 // Compares set-wise (unsorted plans) or byte-wise (sorted plans).
 void require_same(std::vector<std::int32_t> got, std::vector<std::int32_t> want, const DecodePlanConfig& pc) {
@@ -109,7 +87,7 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
         plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
       test::gpu_session().synchronize();
       require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
-                   expected_indices(lc, in, pc, plan.width()), pc);
+                   test::plan_reference_indices(lc, in, pc, plan.width()), pc);
       if (pc.histogram) {
         std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));  // after the stream synchronized above
         driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
@@ -162,7 +140,7 @@ TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block ta
     FI_CU(cuGraphLaunch, "test", exec, stream);
     test::gpu_session().synchronize();
     lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
-    require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(lc, in, pc, plan.width()), pc);
+    require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(lc, in, pc, plan.width()), pc);
   }
   driver::api().cuGraphExecDestroy(exec);
   driver::api().cuGraphDestroy(graph);
@@ -217,8 +195,8 @@ void two_decode_steps(LogitsDType dtype, PdlLaunches pdl) {
   paged_mqa_logits(vb.q, vb.kv_cache, vb.weights, vb.context_lens, vb.block_table, va.logits, stream, lo);
   topk(va.logits, vb.context_lens, ib, ws, stream, to);
   test::gpu_session().synchronize();
-  require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(a, in_a, pc, in_a.width), pc);
-  require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), expected_indices(b, in_b, pc, in_b.width), pc);
+  require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(a, in_a, pc, in_a.width), pc);
+  require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(b, in_b, pc, in_b.width), pc);
 }
 
 }  // namespace
