@@ -23,6 +23,7 @@
 // logits are NaN, exactly as in the portable kernel.
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
+#include "mxfp4_e4m3.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
 #include "paged_mqa_logits_rows.cuh"
@@ -31,7 +32,31 @@
 namespace flash_indexer {
 namespace kernels {
 
-template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut>
+// One consumer warpgroup's share of an MXFP4 block (kMxfp4BlockBytes at `raw`): thread t of 128 converts
+// half of token t / 2 (two exponent groups) into the E4M3 tile `conv` (64 rows of 128 bytes, 128B
+// swizzle, as the TMA writes the FP8 keys) and, for the even half, the token's scale 2^(M - 133). A
+// token with an 0xFF exponent is zeros with scale 1: its logits are 0, as the reference's.
+__device__ __forceinline__ void convert_mxfp4_block(const unsigned char* raw, unsigned char* conv, float* scales, int t) {
+  const int token = t / 2, half = t % 2;
+  const unsigned int exponents = *reinterpret_cast<const unsigned int*>(raw + 64 * 64 + token * 4);
+  const Mxfp4Exponents e = mxfp4_exponents(exponents);
+  const uint4* packed = reinterpret_cast<const uint4*>(raw + token * 64 + half * 32);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int g = 2 * half + i;
+    uint4 out[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+    if (!e.nan) e4m3_of_group(packed[i], exponents, g, e.largest, out);
+    *reinterpret_cast<uint4*>(conv + swizzled_128b(token, 2 * g)) = out[0];
+    *reinterpret_cast<uint4*>(conv + swizzled_128b(token, 2 * g + 1)) = out[1];
+  }
+  if (half == 0) scales[token] = e.nan ? 1.0f : exact_power_of_two(e.largest - 133);
+  sm90::fence_proxy_async();
+}
+
+// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 in shared memory
+// (mxfp4_e4m3.cuh): the query once per CTA with its heads' factors folded into their weights, each
+// block by the consumer that takes it, after which the math is the FP8 path's.
+template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   await_previous_kernel();  // before this kernel's first global memory access
   using Tile = Sm90MqaTile<kNextN, kHeads, kHeadDim>;
@@ -41,7 +66,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kSm90Consumers = sm90_consumers(kN);
   constexpr int kSm90Stages = sm90_stages(kN);
   constexpr int kSm90Threads = sm90_threads(kN);
-  constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
+  constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
+  static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
   using Store = LogitsStore<kOut>;
   const PagedMqaLogitsParams& p = params.p;
 
@@ -92,7 +118,28 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   if (tid == 0) sm.init_barriers();
   if constexpr (kHistogram)
     for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) sm.hist[i] = 0;
-  for (int i = tid; i < kN; i += kSm90Threads) sm.weights[i] = p.weights[static_cast<long long>(b) * kN + i];
+  for (int i = tid; i < kN; i += kSm90Threads) {
+    float w = p.weights[static_cast<long long>(b) * kN + i];
+    if constexpr (kMxfp4) {  // the head's factor 2^(M - 133), unless its dots are NaN (then its row is zeros)
+      const Mxfp4Exponents e = mxfp4_exponents(static_cast<unsigned int>(p.q_scales[static_cast<long long>(b) * kN + i]));
+      if (!e.nan) w *= exact_power_of_two(e.largest - 133);
+    }
+    sm.weights[i] = w;
+  }
+  if constexpr (kMxfp4) {
+    // The query as E4M3 in the tile the TMA fills on the FP8 path: one (row, exponent group) per step.
+    for (int i = tid; i < kN * 4; i += kSm90Threads) {
+      const int row = i / 4, g = i % 4;
+      const long long q_row = static_cast<long long>(b) * kN + row;
+      const unsigned int exponents = static_cast<unsigned int>(p.q_scales[q_row]);
+      const Mxfp4Exponents e = mxfp4_exponents(exponents);
+      uint4 out[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+      if (!e.nan) e4m3_of_group(*reinterpret_cast<const uint4*>(p.q + q_row * 64 + g * 16), exponents, g, e.largest, out);
+      *reinterpret_cast<uint4*>(sm.q + swizzled_128b(row, 2 * g)) = out[0];
+      *reinterpret_cast<uint4*>(sm.q + swizzled_128b(row, 2 * g + 1)) = out[1];
+    }
+    sm90::fence_proxy_async();  // before the barrier below: the consumers' wgmma reads it
+  }
   if (producer_warp) {
     sm.block_ids[tid % 32] = ids[0];
     sm.block_ids[tid % 32 + 32] = ids[1];
@@ -100,17 +147,24 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   __syncthreads();
 
   if (warpgroup == kSm90Consumers) {
+    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_dec<sm90_producer_registers(kMxfp4)>();
     if (tid == kSm90Consumers * 128) {  // the producer thread
-      sm90::prefetch_tensor_map(&params.kv_map);
-      sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
-      sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, b * kN);
+      if constexpr (!kMxfp4) {
+        sm90::prefetch_tensor_map(&params.kv_map);
+        sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
+        sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, b * kN);
+      }
       for (int i = 0; i < count; ++i) {
         const int stage = i % kSm90Stages;
         if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kSm90Stages) - 1) & 1);
         const int id = sm.block_ids[i];
         const bool valid = id >= 0 && id < p.num_blocks;
         sm.invalid[stage] = !valid;
-        if (valid) {
+        if (valid && kMxfp4) {  // the block as it is; its consumer converts it
+          sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kMxfp4BlockBytes);
+          sm90::bulk_load(sm.k + stage * kMxfp4BlockBytes, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride,
+                          kMxfp4BlockBytes, &sm.full[stage]);
+        } else if (valid) {
           sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
           sm90::tma_load_3d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, 0, id);
           sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
@@ -150,35 +204,59 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
     }
   } else {
+    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_inc<sm90_consumer_registers(kMxfp4)>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    constexpr bool kRegisterWeights = sm90_register_weights(kNextN, kHeads, kMxfp4);
+    typename Tile::Weights weights;
+    if constexpr (kRegisterWeights) Tile::load_weights(weights, sm.weights, quad);
     typename Tile::Acc acc;
 #pragma unroll
     for (int c = 0; c < Tile::kChunks; ++c)
 #pragma unroll
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
-    sm90::mbarrier_wait(sm.q_full, 0);
+    if constexpr (!kMxfp4) sm90::mbarrier_wait(sm.q_full, 0);  // the MXFP4 query was written before the block barrier
 
     for (int i = warpgroup; i < count; i += kSm90Consumers) {
       const int stage = i % kSm90Stages;
       sm90::mbarrier_wait(&sm.full[stage], (i / kSm90Stages) & 1);
       const bool valid = sm.invalid[stage] == 0;
       float scale[2] = {0.0f, 0.0f};
-      if (valid) {
-        scale[0] = sm.scales[stage * 64 + key0];
-        scale[1] = sm.scales[stage * 64 + key0 + 8];
+      // MXFP4: this consumer's tile and the block's scales (two sets: a warp two blocks ahead would have
+      // to pass the next block's barrier, which waits for every warp of the warpgroup).
+      unsigned char* const conv = sm.conv + warpgroup * kKeyBytes;
+      float* const conv_scales = sm.scales + (2 * warpgroup + (i / kSm90Consumers) % 2) * 64;
+      auto read_scales_and_release = [&] {
+        if (valid) {
+          scale[0] = kMxfp4 ? conv_scales[key0] : sm.scales[stage * 64 + key0];
+          scale[1] = kMxfp4 ? conv_scales[key0 + 8] : sm.scales[stage * 64 + key0 + 8];
+        }
+        if constexpr (!kMxfp4) sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
+      };
+      if constexpr (kMxfp4) {
+        if (valid) convert_mxfp4_block(sm.k + stage * kMxfp4BlockBytes, conv, conv_scales, tid % 128);
+        sm90::named_barrier_sync(1 + warpgroup, 128);  // the warpgroup's tile is written and fenced
+        sm90::mbarrier_arrive(&sm.empty[stage]);       // the block is in the tile now
+        if (valid) Tile::template scores<true>(acc, conv, sm.q);
+      } else if (valid) {
         Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       }
-      sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
+      // The stage is released as soon as the wgmma has read it, except where the accumulators and the
+      // weights fill the registers (four consumers): there the scales, held across the head sums, were
+      // spilled (28 bytes), so the stage is released after them. MXFP4 reads its scales late always.
+      constexpr bool kLateRelease = kMxfp4 || sm90_moves_registers(kNextN, kHeads, kMxfp4);
+      if constexpr (!kLateRelease) read_scales_and_release();
 
       float sum[kNextN][2];
       if (valid) {
-        Tile::head_sums(acc, sm.weights, quad, sum);
+        if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, sum);
+        else Tile::head_sums(acc, sm.weights, quad, sum);
       } else {
 #pragma unroll
         for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
       }
+      if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps.
       if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);

@@ -21,6 +21,7 @@ template <int kStages>
 struct Sm90MqaSmem {
   unsigned char* q;
   unsigned char* k;
+  unsigned char* conv;  // MXFP4: the consumers' E4M3 tiles
   float* scales;
   float* weights;
   float* scores;  // [stage][query row][64]
@@ -37,6 +38,7 @@ struct Sm90MqaSmem {
     unsigned char* smem = raw + ((1024u - (sm90::smem_address(raw) & 1023u)) & 1023u);  // 128B swizzle: 1024-aligned
     q = smem + l.q;
     k = smem + l.k;
+    conv = smem + l.conv;
     scales = reinterpret_cast<float*>(smem + l.scales);
     weights = reinterpret_cast<float*>(smem + l.weights);
     scores = reinterpret_cast<float*>(smem + l.values);
@@ -77,12 +79,18 @@ struct Sm90MqaTile {
   using Mma = sm90::WgmmaFp8<kChunk>;
   using Acc = float[kChunks][kChunk / 2];
 
-  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
+  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return. kFresh: acc's
+  // earlier values are dead (the first k-step overwrites them), so the compiler need not keep them
+  // live up to here (the MXFP4 path converts its keys in that window).
+  template <bool kFresh = false>
   __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+      for (int r = 0; r < kChunk / 2; ++r) {
+        if constexpr (kFresh) sm90::fence_register_overwritten(acc[c][r]);
+        else sm90::fence_register(acc[c][r]);
+      }
     sm90::wgmma_fence();
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
@@ -100,22 +108,50 @@ struct Sm90MqaTile {
 
   // Column c = j * H + h of S: a thread holds columns 8g + 2 * quad + {0, 1} of each 8-column group g,
   // for its two keys (accumulator registers 4g + {0, 1} and 4g + {2, 3}). Every lane of the quad ends
-  // with the same sums.
+  // with the same sums. The weights come from shared memory (weight_s) or from registers (Weights).
   __device__ __forceinline__ static void head_sums(const Acc& acc, const float* weight_s, int quad, float (&sum)[kRows][2]) {
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) sum[j][0] = sum[j][1] = 0.0f;
+    clear(sum);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int g = 0; g < kChunk / 8; ++g) {
-        constexpr int kGroupsPerRow = kHeads / 8;
-        const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
-        const float2 w = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
-        sum[j][0] = fmaf(fmaxf(acc[c][4 * g], 0.0f), w.x, sum[j][0]);
-        sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2], 0.0f), w.x, sum[j][1]);
-        sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
-        sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
-      }
+      for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]), sum);
+    reduce_quad(sum);
+  }
+
+  // The weights of this thread's columns, held in registers where they do not change for the CTA's
+  // keys: at N = 128 that saves 16 KB of shared-memory reads per stage and consumer.
+  using Weights = float2[kChunks][kChunk / 8];
+  __device__ __forceinline__ static void load_weights(Weights& w, const float* weight_s, int quad) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int g = 0; g < kChunk / 8; ++g) w[c][g] = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
+  }
+  // The same operations in the same order as above, so the same bits.
+  __device__ __forceinline__ static void head_sums(const Acc& acc, const Weights& weight, float (&sum)[kRows][2]) {
+    clear(sum);
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, weight[c][g], sum);
+    reduce_quad(sum);
+  }
+
+  __device__ __forceinline__ static void clear(float (&sum)[kRows][2]) {
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) sum[j][0] = sum[j][1] = 0.0f;
+  }
+  // Group g of chunk c (query row j = its columns' row) with its two weights w.
+  __device__ __forceinline__ static void add_group(const Acc& acc, int c, int g, float2 w, float (&sum)[kRows][2]) {
+    constexpr int kGroupsPerRow = kHeads / 8;
+    const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
+    sum[j][0] = fmaf(fmaxf(acc[c][4 * g], 0.0f), w.x, sum[j][0]);
+    sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2], 0.0f), w.x, sum[j][1]);
+    sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
+    sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
+  }
+  // Across the 4 lanes of a quad, in a fixed order.
+  __device__ __forceinline__ static void reduce_quad(float (&sum)[kRows][2]) {
 #pragma unroll
     for (int j = 0; j < kRows; ++j)
 #pragma unroll

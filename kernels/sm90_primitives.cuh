@@ -23,6 +23,15 @@ __device__ __forceinline__ void fence_barrier_init() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
+// Makes this thread's shared-memory writes (generic proxy) visible to the async proxy (a later wgmma
+// that reads them as an operand, after a barrier).
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Barrier `id` (1..15; 0 is __syncthreads') of `threads` threads, whole warps.
+__device__ __forceinline__ void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 __device__ __forceinline__ void mbarrier_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
 }
@@ -106,6 +115,8 @@ __device__ __forceinline__ void set_max_registers_dec() {
 
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma.
 __device__ __forceinline__ void fence_register(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+// The same for an accumulator the next wgmma overwrites (scale-d 0): its value before is not needed.
+__device__ __forceinline__ void fence_register_overwritten(float& r) { asm volatile("" : "=f"(r)::"memory"); }
 
 // D[64 x N] (+)= A[64 x 32] * B[N x 32]^T, E4M3 x E4M3 -> FP32; `accumulate` = 0 overwrites D.
 template <int kN>

@@ -170,8 +170,6 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
       options.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
                                     static_cast<int>(options.variant)));
-  if (mxfp4 && options.variant == PagedMqaLogitsVariant::sm90)
-    throw ArgumentError(fmt::format("{}: options.variant: the sm90 kernel takes the FP8 cache only (an MXFP4 query was given)", op));
   l.config.variant = options.variant;
   l.pdl = options.pdl;
   check_dcp_layout(op, "options.dcp", options.dcp);
@@ -200,7 +198,7 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   // on the device; the grid depends only on shapes, so a captured launch stays valid).
   PagedMqaLogitsConfig resolved = call.config;
   resolved.variant = PagedMqaLogitsVariant::sm90;
-  encode_tensor_maps(launch.sm90_params, resolved);
+  if (resolved.kv == KvFormat::fp8) encode_tensor_maps(launch.sm90_params, resolved);  // MXFP4: bulk copies, no maps
   const std::int64_t width_blocks = call.width_blocks;
   const std::int64_t total = width_blocks * call.batch;
   const std::int64_t target_ctas = 2 * static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1));

@@ -43,16 +43,24 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
                     Contains("next_n in 1..4 for the sm90 kernel"));
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n3.h32.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
-  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
-                    Contains("the sm90 kernel takes the FP8 cache only"));
+  // The sm90 kernel's MXFP4 form (D 128) is what automatic takes on sm_90a.
+  CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a").kv ==
+        KvFormat::mxfp4);
+  PagedMqaLogitsConfig m = a;
+  m.kv = KvFormat::mxfp4;
+  m.arch = Arch{9, 0, true};
+  CHECK(m.resolved().variant == PagedMqaLogitsVariant::sm90);
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d64.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
+                    Contains("MXFP4 cache is built for"));
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h16.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
                     Contains("MXFP4 cache is built for"));
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h64.d128.bs64.hist0.out-f16.kv-fp4.sm_90a"),
                     Contains("kv-<fp8|mxfp4>"));
   for (const Arch& arch : {Arch{8, 0, false}, Arch{9, 0, true}}) {
     const auto configs = supported_paged_mqa_logits_configs(arch);
-    // FP8 portable, FP8 sm90 (sm_90a), MXFP4 portable (next_n 1..4, H 32/64, D 128)
-    CHECK(configs.size() == 8 * 3 * 2 * 2 * 3 + (arch.arch_specific ? 4 * 3 * 2 * 2 * 3 : 0) + 4 * 2 * 2 * 3);
+    // FP8 portable, FP8 sm90 (sm_90a), MXFP4 portable and sm90 (next_n 1..4, H 32/64, D 128)
+    const std::size_t sm90 = arch.arch_specific ? 4 * 3 * 2 * 2 * 3 : 0, mxfp4 = (arch.arch_specific ? 2 : 1) * 4 * 2 * 2 * 3;
+    CHECK(configs.size() == 8 * 3 * 2 * 2 * 3 + sm90 + mxfp4);
     for (const auto& config : configs) CHECK(PagedMqaLogitsConfig::parse_key(config.key()) == config);
   }
 }
@@ -89,9 +97,9 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.filter2.in-f32.sm_80"), Contains("clusters"));
   CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  // paged portable, paged sm90 (next_n <= 4), paged portable MXFP4, top-k, prefill (mqa_logits portable and
-  // sm90), the top-k merge (one per values dtype), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 53 + 36 + 36 + 3 + 2);
+  // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
+  // portable and sm90), the top-k merge (one per values dtype), the two bench probes
+  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 36 + 36 + 3 + 2);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

@@ -26,9 +26,12 @@ const bool registered = [] {
       CHECK(k.report.registers > 0);
       const bool streaming_topk = spec.key.rfind("topk.split", 0) == 0 || spec.key.rfind("topk.filter", 0) == 0;
       const bool resident16 = spec.key.rfind("topk.resident16.", 0) == 0;
-      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : resident16 ? 28 : 0));
-      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : resident16 ? 40 : 0));
-      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : resident16 ? 24 : 0));
+      // The four consumers at N = 128 with their weights in registers (112 each): the loop bound (stored
+      // once) and a scale address (once per block), reloaded from L1 once per block.
+      const bool logits_n2_h64 = spec.key.rfind("paged_mqa_logits.sm90.n2.h64.", 0) == 0;
+      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : resident16 ? 28 : logits_n2_h64 ? 8 : 0));
+      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : resident16 ? 40 : logits_n2_h64 ? 32 : 0));
+      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : resident16 ? 24 : logits_n2_h64 ? 8 : 0));
     });
   }
   return true;

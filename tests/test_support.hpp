@@ -14,13 +14,17 @@ namespace flash_indexer::test {
 // kernel configuration is its own test case (and its own CTest test).
 bool register_test(const std::string& name, const std::string& tags, std::function<void()> body);
 
-// Skips the test, saying why, when no GPU can be used (Catch2 v2: exits with code 77; v3: SKIP, exit
+// Skips the test, saying why, when no GPU can be used (Catch2 v2: the run exits with code 77; v3: SKIP, exit
 // code 4 when every test of the run was skipped; CTest reports "Skipped" either way); otherwise
 // makes GPU 0's primary context current (gpu_session()), so a test needs no earlier test.
 void require_gpu();
-// Ends the test as skipped, visibly, saying why (Catch2 v3's SKIP; under v2 exit code 77, which CTest
-// reports as skipped).
+// Ends the test as skipped, visibly, saying why. Catch2 v3: SKIP. v2 has no skip: a run of this one test
+// case (CTest's) exits with code 77, which CTest reports as skipped; in a run of several, a warning
+// names the skip and only this test case ends, so the ones after it still run (a two-GPU test in a
+// `[gpu]` run on one GPU).
 [[noreturn]] void skip(const std::string& why);
+// Under Catch2 v2, tests/main.cpp tells skip() how many test cases the run selected.
+void set_test_cases_selected(std::size_t count);
 
 // A fresh empty directory under the system temp directory, removed by the destructor.
 class TempDir {

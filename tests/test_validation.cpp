@@ -105,8 +105,6 @@ TEST_CASE("paged_mqa_logits takes an MXFP4 cache with a packed query, and names 
                "q: expected q.shape[3] = head_dim / 2 = 64");
   expect_error([](Args& a) { a.use_mxfp4(); a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 5, 64, 64}); },
                "q: expected next_n = q.shape[1] in 1..4 for MXFP4, got 5");
-  expect_error([](Args& a) { a.use_mxfp4(); a.options.variant = PagedMqaLogitsVariant::sm90; },
-               "the sm90 kernel takes the FP8 cache only");
 }
 
 TEST_CASE("paged_mqa_logits rejects a bad kv_cache", "[validation]") {

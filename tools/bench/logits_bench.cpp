@@ -48,6 +48,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
               for (LogitsDType dtype : o.dtypes) {
                 // MXFP4 has only some configurations (CONTRACT 2.2 as built): the others are skipped.
                 if (format == KvFormat::mxfp4 && (next_n > 4 || (heads != 32 && heads != 64) || dim != 128)) continue;
+                if (o.variant == PagedMqaLogitsVariant::sm90 && next_n > 4) continue;  // no sm90 kernel there
                 const std::int64_t rows_n = static_cast<std::int64_t>(batch) * next_n;
                 const auto qv = inputs.q(next_n, heads);
                 const auto kv = inputs.kv_cache();
@@ -75,9 +76,9 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                 r.dtype = dtype;
                 r.kv = format;
                 PagedMqaLogitsConfig config{next_n, heads, dim, kBlock, r.histogram, dtype, current_device_arch(),
-                                            PagedMqaLogitsVariant::automatic, format};
+                                            o.variant, format};
                 r.kernel = config.resolved().key();
-                r.us = time_variant(PagedMqaLogitsVariant::automatic);
+                r.us = time_variant(o.variant);
                 std::int64_t live = 0;
                 for (auto l : lh)
                   for (int j = 0; j < next_n; ++j) live += std::clamp<std::int64_t>(l - next_n + j + 1, 0, width);
@@ -90,7 +91,8 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                 r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
                 r.tflops = r.flops / (r.us * 1e-6) / 1e12;
                 r.floor_us = std::max(r.bytes / read_bandwidth, r.flops / kTensorFlops) * 1e6;
-                if (o.compare_portable && format == KvFormat::fp8) r.portable_us = time_variant(PagedMqaLogitsVariant::portable);
+                if (o.compare_portable && (format == KvFormat::fp8 || o.variant == PagedMqaLogitsVariant::sm90))
+                  r.portable_us = time_variant(PagedMqaLogitsVariant::portable);
                 rows.push_back(r);
                 if (on_row) on_row(r);
               }

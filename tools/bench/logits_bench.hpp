@@ -26,6 +26,9 @@ struct LogitsBenchOptions {
   bool cold_l2 = false;
   bool fixed_length = false;  // every request exactly L instead of uniform in [0.7, 1.3] L
   bool compare_portable = false;
+  // The kernel to time: the library's choice, or one forced (cells it does not build are skipped; the
+  // sm90 kernel's MXFP4 form is not the automatic choice yet).
+  PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;
   std::uint64_t seed = 1;
 };
 

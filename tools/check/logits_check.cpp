@@ -245,6 +245,54 @@ LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase&
   return v;
 }
 
+namespace {
+
+// The sm90 kernel's MXFP4 operands (kernels/mxfp4_e4m3.cuh): value i of a vector (packed, exponents)
+// is exact in E4M3 after the shift by its group's 2^(e_g - M + 6) unless the group lies more than 14
+// binades below the vector's largest, where it is rounded to a multiple of 2^-9 (times the vector's
+// factor 2^(M - 133)): at most half of that away. Returns that bound (0 where exact).
+double mxfp4_fold_error(std::int32_t exponents, int i) {
+  const auto e = static_cast<std::uint32_t>(exponents);
+  int largest = 0;
+  for (int g = 0; g < 4; ++g) largest = std::max(largest, static_cast<int>((e >> (8 * g)) & 0xffu));
+  const int own = static_cast<int>((e >> (8 * (i / 32))) & 0xffu);
+  return largest - own > 14 ? std::ldexp(1.0, -10 + largest - 133) : 0.0;
+}
+
+// tensor_core_bound for the MXFP4 cache: the same model on the exact values (the shifts by powers of two
+// commute with it), plus what the conversion to E4M3 may move each product by.
+double mxfp4_tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t r, const std::uint8_t* block,
+                               std::int64_t token) {
+  const auto& cfg = c.config;
+  const int values = cfg.head_dim / 2;
+  const std::uint8_t* key = block + token * values;
+  std::int32_t key_exponents;
+  std::memcpy(&key_exponents, block + cfg.block_size * values + token * 4, sizeof key_exponents);
+  const double unit = kMmaSliceAddends * std::ldexp(1.0, -kMmaKeptBits);
+  double total = 0.0;
+  for (int h = 0; h < cfg.heads; ++h) {
+    const std::uint8_t* q = in.q.data() + (r * cfg.heads + h) * values;
+    const std::int32_t q_exponents = in.q_scales[static_cast<std::size_t>(r * cfg.heads + h)];
+    double acc = 0.0, err = 0.0;
+    for (int slice = 0; slice < cfg.head_dim; slice += 32) {
+      double largest = std::fabs(acc) + err;
+      for (int d = slice; d < slice + 32; ++d) {
+        const double qd = reference::mxfp4_value(q, q_exponents, d), kd = reference::mxfp4_value(key, key_exponents, d);
+        const double dq = mxfp4_fold_error(q_exponents, d), dk = mxfp4_fold_error(key_exponents, d);
+        const double product = qd * kd;
+        largest = std::max(largest, std::fabs(product) + std::fabs(qd) * dk + std::fabs(kd) * dq + dq * dk);
+        err += std::fabs(qd) * dk + std::fabs(kd) * dq + dq * dk;
+        acc += product;
+      }
+      err += unit * largest;
+    }
+    total += std::fabs(in.weights[r * cfg.heads + h]) * err;
+  }
+  return total;
+}
+
+}  // namespace
+
 double tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t r, std::int64_t s) {
   const auto& cfg = c.config;
   const std::int64_t b = r / cfg.next_n;
@@ -253,6 +301,7 @@ double tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t
   const std::int64_t block_id = in.block_table[b * in.max_blocks + slot];
   if (block_id < 0 || block_id >= in.num_blocks) return 0.0;
   const std::uint8_t* block = in.kv_cache.data() + block_id * in.block_stride;
+  if (cfg.kv == KvFormat::mxfp4) return mxfp4_tensor_core_bound(c, in, r, block, s % cfg.block_size);
   const std::uint8_t* key = block + (s % cfg.block_size) * cfg.head_dim;
   float scale;
   std::memcpy(&scale, block + cfg.block_size * cfg.head_dim + (s % cfg.block_size) * 4, sizeof scale);

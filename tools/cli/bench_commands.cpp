@@ -182,6 +182,12 @@ int cmd_bench(const std::string& what, const Args& args) {
     if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
     o.compare_portable = true;
   }
+  if (auto v = args.value("--variant")) {
+    if (*v == "auto") o.variant = fi::PagedMqaLogitsVariant::automatic;
+    else if (*v == "portable") o.variant = fi::PagedMqaLogitsVariant::portable;
+    else if (*v == "sm90") o.variant = fi::PagedMqaLogitsVariant::sm90;
+    else throw UsageError(fmt::format("--variant expects auto, portable or sm90, got '{}'", *v));
+  }
   std::string why;
   if (!fi::driver::available(&why)) {
     std::fprintf(stderr, "bench needs a GPU: %s\n", why.c_str());
