@@ -33,6 +33,8 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   FI_CU(cuModuleGetFunction, spec.key, &kernel.function, kernel.module, spec.entry.c_str());
   FI_CU(cuFuncSetAttribute, spec.key, kernel.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
         static_cast<int>(spec.smem_bytes));
+  FI_CU(cuOccupancyMaxActiveBlocksPerMultiprocessor, spec.key, &kernel.ctas_per_sm, kernel.function,
+        static_cast<int>(spec.threads), static_cast<std::size_t>(spec.smem_bytes));
   int required_cluster = 0;
   if (kernel.arch.major >= 9)
     FI_CU(cuFuncGetAttribute, spec.key, &required_cluster, CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, kernel.function);

@@ -12,6 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
 #include "paged_mqa_logits_kernel.hpp"
+#include "sm90_split.hpp"
 #include "tensor_checks.hpp"
 
 namespace flash_indexer {
@@ -194,16 +195,13 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
     launch.grid_y = call.batch;
     return launch;
   }
-  // Splits of a request: enough CTAs for two per SM over the widest possible batch (the lengths live
-  // on the device; the grid depends only on shapes, so a captured launch stays valid).
+  // Splits of a request: runtime/sm90_split.hpp (shapes only, so a captured launch stays valid).
   PagedMqaLogitsConfig resolved = call.config;
   resolved.variant = PagedMqaLogitsVariant::sm90;
   if (resolved.kv == KvFormat::fp8) encode_tensor_maps(launch.sm90_params, resolved);  // MXFP4: bulk copies, no maps
   const std::int64_t width_blocks = call.width_blocks;
-  const std::int64_t total = width_blocks * call.batch;
-  const std::int64_t target_ctas = 2 * static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1));
-  launch.sm90_params.blocks_per_split =
-      static_cast<int>(std::clamp<std::int64_t>((total + target_ctas - 1) / target_ctas, 1, kernels::kSm90MaxBlocksPerSplit));
+  launch.sm90_params.blocks_per_split = sm90_blocks_per_split(width_blocks, call.batch, kernel.multiprocessors,
+                                                              kernel.ctas_per_sm, kernels::kSm90MaxBlocksPerSplit);
   launch.grid_x = static_cast<unsigned>((width_blocks + launch.sm90_params.blocks_per_split - 1) /
                                         launch.sm90_params.blocks_per_split);
   launch.grid_y = call.batch;

@@ -1,0 +1,49 @@
+#pragma once
+// How many KV blocks each CTA of the sm90 paged logits kernel covers (grid: splits x B). The grid may
+// depend only on shapes (the lengths live on the device, a captured launch stays valid), so the choice
+// assumes every request is `width_blocks` long and minimizes the time of that case:
+//   waves x (blocks per CTA + a CTA's fixed work),  waves = ceil(splits x B / slots),
+// slots = multiprocessors x the kernel's CTAs per SM: a last wave filled badly costs a whole wave (at
+// B = 64, L = 32K, H = 32, three CTAs per SM, eight splits of 64 blocks ran 512 CTAs on 396 slots, two
+// waves of 64 blocks, where twelve splits of 43 run two waves of 43). A grid of more than 8 waves even
+// at 64 blocks per CTA keeps 64: there the CTAs' jitter evens the tail out and more, shorter CTAs
+// measured no faster (run 118: 8 % slower at B = 128, L = 128K, next_n 2, H 64).
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace flash_indexer {
+
+// A CTA's own work (its query and weights, the pipeline's fill and drain) in KV blocks' worth: hidden
+// behind another CTA where the SM holds two or more, exposed where it holds one (run 118: at one CTA
+// per SM, halving the CTAs of B = 1 took 16-20 % off).
+constexpr std::int64_t sm90_cta_fixed_blocks(int ctas_per_sm) { return ctas_per_sm >= 2 ? 2 : 8; }
+constexpr std::int64_t kSm90MaxRoundedWaves = 8;
+
+inline int sm90_blocks_per_split(std::int64_t width_blocks, std::int64_t batch, int multiprocessors, int ctas_per_sm,
+                                 int max_blocks_per_split) {
+  width_blocks = std::max<std::int64_t>(width_blocks, 1);
+  batch = std::max<std::int64_t>(batch, 1);
+  ctas_per_sm = std::max(ctas_per_sm, 1);
+  const std::int64_t slots = static_cast<std::int64_t>(std::max(multiprocessors, 1)) * ctas_per_sm;
+  const std::int64_t fixed = sm90_cta_fixed_blocks(ctas_per_sm);
+  const auto splits_of = [&](int b) { return (width_blocks + b - 1) / b; };
+  if (splits_of(max_blocks_per_split) * batch > kSm90MaxRoundedWaves * slots) {
+    const std::int64_t splits = splits_of(max_blocks_per_split);
+    return static_cast<int>((width_blocks + splits - 1) / splits);
+  }
+  int best = max_blocks_per_split;
+  std::int64_t best_cost = std::numeric_limits<std::int64_t>::max();
+  for (int b = 1; b <= max_blocks_per_split; ++b) {
+    const std::int64_t splits = splits_of(b);
+    const std::int64_t per_cta = (width_blocks + splits - 1) / splits;  // the same splits, evened out
+    const std::int64_t cost = (splits * batch + slots - 1) / slots * (per_cta + fixed);
+    if (cost < best_cost) {  // ties: the smaller b, more CTAs for lengths shorter than the width
+      best_cost = cost;
+      best = static_cast<int>(per_cta);
+    }
+  }
+  return best;
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,38 @@
+// The sm90 paged logits kernel's split choice (runtime/sm90_split.hpp), on the H200's shapes (132 SMs).
+#include "catch_compat.hpp"
+#include "sm90_split.hpp"
+
+using namespace flash_indexer;
+
+namespace {
+int choose(std::int64_t width, std::int64_t batch, int ctas_per_sm) {
+  return sm90_blocks_per_split(width, batch, 132, ctas_per_sm, 64);
+}
+}  // namespace
+
+TEST_CASE("sm90 split: whole waves at the kernel's occupancy, at most 64 blocks per CTA", "[split]") {
+  // B = 64, L = 32K (512 blocks) at three CTAs per SM (n1, H = 32): twelve splits of 43 blocks, 768 CTAs
+  // in two waves of 396, where eight of 64 (512 CTAs) also took two waves. Two per SM: eight of 64.
+  CHECK(choose(512, 64, 3) == 43);
+  CHECK(choose(512, 64, 2) == 64);
+  // One CTA per SM (n2, H = 64), B = 1, L = 32K: 128 CTAs of 4 blocks, one wave (256 of 2 took two).
+  CHECK(choose(512, 1, 1) == 4);
+  // Two per SM, B = 1: one wave of 256 two-block CTAs.
+  CHECK(choose(512, 1, 2) == 2);
+  // B = 128, L = 8K at two per SM: two splits of 64 (one wave of 256) where three of 43 took two waves.
+  CHECK(choose(128, 128, 2) == 64);
+  // Many waves: the fewest CTAs (B = 128, L = 128K at one per SM: 64 blocks each, not 57).
+  CHECK(choose(2048, 128, 1) == 64);
+  CHECK(choose(2048, 64, 1) == 64);
+  for (const int per_sm : {1, 2, 3, 4})
+    for (const std::int64_t batch : {1, 2, 3, 8, 17, 64, 128, 1000})
+      for (const std::int64_t width : {1, 2, 63, 64, 65, 512, 777, 2048, 4096, 100000}) {
+        const int b = choose(width, batch, per_sm);
+        REQUIRE(b >= 1);
+        REQUIRE(b <= 64);
+        REQUIRE(b <= width);
+        // b is what the kernel's splits cover: evened out, so the last split is never empty.
+        const std::int64_t splits = (width + b - 1) / b;
+        REQUIRE((splits - 1) * b < width);
+      }
+}
