@@ -71,6 +71,15 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
     c.seed = rng();
     require_pass(ck::run_logits_case(session(), c));
   }
+  if (config.variant == PagedMqaLogitsVariant::sm90) {  // CTAs of 16 blocks: each consumer takes 4-8 of them
+    ck::LogitsCase c;
+    c.config = config;
+    c.lens_2d = false;
+    c.lengths = {(2 * 16 + 5) * 64 + static_cast<int>(rng() % 64), 17 * 64 - 1};
+    c.blocks_per_split = 16;
+    c.seed = rng();
+    require_pass(ck::run_logits_case(session(), c));
+  }
 }
 
 const bool registered = [] {

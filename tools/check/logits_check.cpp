@@ -11,6 +11,7 @@
 
 #include "kernel_key.hpp"
 #include "kernel_registry.hpp"
+#include "paged_mqa_logits_call.hpp"
 
 namespace flash_indexer::check {
 namespace {
@@ -58,7 +59,7 @@ std::string describe(const LogitsCase& c) {
   std::string lens;
   for (std::size_t i = 0; i < c.lengths.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(c.lengths[i]);
   if (c.lengths.size() > 12) lens += ",...";
-  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{} seed {}",
+  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{} seed {}",
                      c.config.variant == PagedMqaLogitsVariant::portable ? "portable "
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
                                                                            : "",
@@ -67,7 +68,8 @@ std::string describe(const LogitsCase& c) {
                      logits_name(c.config.logits),
                      c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
                      c.wide_values ? " wide" : c.exact_values ? " exact" : "",
-                     c.nan_weight_row >= 0 ? " nan-weight" : c.wide_weights ? " wide-weights" : "", c.seed);
+                     c.nan_weight_row >= 0 ? " nan-weight" : c.wide_weights ? " wide-weights" : "",
+                     c.blocks_per_split > 0 ? fmt::format(" {} blocks per CTA", c.blocks_per_split) : "", c.seed);
 }
 
 reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
@@ -418,7 +420,20 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
   options.histogram = histogram;
   options.variant = c.config.variant;
   options.q_scales = v.q_scales;
-  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
+  if (c.blocks_per_split > 0) {
+    // The op's own steps (runtime/paged_mqa_logits_call.hpp) with the split replaced.
+    const PagedMqaLogitsCall call =
+        check_paged_mqa_logits("paged_mqa_logits", v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, options);
+    PagedMqaLogitsLaunch launch = prepare_paged_mqa_logits("paged_mqa_logits", call, gpu.stream());
+    if (!launch.sm90 || c.blocks_per_split > kernels::kSm90MaxBlocksPerSplit)
+      throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
+                              c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
+    launch.sm90_params.blocks_per_split = c.blocks_per_split;
+    launch.grid_x = (call.width_blocks + c.blocks_per_split - 1) / c.blocks_per_split;
+    enqueue(launch, gpu.stream());
+  } else {
+    paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
+  }
   gpu.synchronize();
   return d.logits.to_host<std::uint8_t>(d.logits.bytes());
 }

@@ -27,6 +27,10 @@ struct LogitsCase {
   bool exact_values = false;
   // Weights of both signs and magnitudes 2^-4..2^7 instead of N(0, 1/H).
   bool wide_weights = false;
+  // The sm90 kernel only: KV blocks per CTA forced (0: the library's choice, runtime/sm90_split.hpp), so
+  // that short inputs still run CTAs whose consumers take many blocks each (the ring wraps, the MXFP4
+  // scale sets are reused).
+  int blocks_per_split = 0;
   std::uint64_t seed = 1;
 };
 
