@@ -43,13 +43,13 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
                     Contains("next_n in 1..4 for the sm90 kernel"));
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n3.h32.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
-  // The sm90 kernel's MXFP4 form (D 128) is what automatic takes on sm_90a.
+  // The sm90 kernel's MXFP4 form (D 128) exists, opt-in: automatic keeps the portable kernel for MXFP4.
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
   PagedMqaLogitsConfig m = a;
   m.kv = KvFormat::mxfp4;
   m.arch = Arch{9, 0, true};
-  CHECK(m.resolved().variant == PagedMqaLogitsVariant::sm90);
+  CHECK(m.resolved().variant == PagedMqaLogitsVariant::portable);
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d64.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
                     Contains("MXFP4 cache is built for"));
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n1.h16.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
