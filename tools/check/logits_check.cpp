@@ -162,8 +162,9 @@ HostInputs make_inputs(const LogitsCase& c) {
     // products stay finite in FP32; 0xFF never). exact_values: one exponent in 2^-2..2^2 for all four
     // groups of a vector, so that every logit is exact on the tensor core too: the sm90 kernel folds the
     // groups' exponents into the E4M3 operands, and groups of different exponents in one dot put addends
-    // of different binades in one accumulation, which the tensor core cuts to 13 bits below the largest
-    // (an FP16 DecodePlan test then saw a tie broken differently from the reference, run 120).
+    // of different binades in one accumulation, which the tensor core cuts to 13 bits below the largest.
+    // (Run 120: a DecodePlan test on per-group inputs returned a top-k different from the reference's;
+    // whether from this or from the kernel is open, docs/mxfp4-next.md.)
     auto exponents = [&] {
       std::uint32_t e = 0;
       const int shared = 125 + static_cast<int>(rng() % 5);
