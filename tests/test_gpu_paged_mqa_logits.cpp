@@ -190,6 +190,36 @@ TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a
   CHECK_THAT(message, flash_indexer::test::Contains("some.kernel.key") && flash_indexer::test::Contains("warm"));
 }
 
+// Which CTA (and which of its consumer warpgroups) takes a block must not change a logit's bytes: the
+// same inputs under CTAs of 1 to 64 blocks (each consumer then takes up to 32 blocks, the ring wraps).
+// The MXFP4 form with per-group exponents too (run 120's open question: a DecodePlan differed from the
+// reference with 11-block CTAs, not with 6).
+TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") {
+  test::require_gpu();
+  if (session().arch().name() != "sm_90a") test::skip("the sm90 kernel needs sm_90a");
+  std::mt19937_64 rng(fresh_seed());
+  for (const KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
+    for (const auto& [next_n, heads] : {std::pair{1, 64}, std::pair{2, 64}, std::pair{3, 32}, std::pair{4, 64}}) {
+      ck::LogitsCase c;
+      c.config = {next_n, heads, 128, 64, false, LogitsDType::f16, {}};
+      c.config.variant = PagedMqaLogitsVariant::sm90;
+      c.config.kv = kv;
+      c.lens_2d = false;
+      c.lengths = {17930, 0, 4604 + static_cast<int>(rng() % 64)};
+      c.seed = rng();
+      INFO(ck::describe(c));
+      const ck::HostInputs in = ck::make_inputs(c);
+      ck::DeviceInputs d = ck::upload(in, c);
+      const ck::LogitsViews v = ck::views(d, in, c);
+      const std::vector<std::uint8_t> automatic = ck::logits_bytes(session(), c, d, v);
+      for (const int blocks : {1, 6, 11, 16, 64}) {
+        INFO(blocks << " blocks per CTA");
+        c.blocks_per_split = blocks;
+        CHECK(ck::logits_bytes(session(), c, d, v) == automatic);
+      }
+    }
+}
+
 // The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 4) on every run of the
 // same inputs: the same logits bytes and the same histogram, 20 times.
 TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu][logits]") {

@@ -441,6 +441,10 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
 
 }  // namespace
 
+std::vector<std::uint8_t> logits_bytes(GpuSession& gpu, const LogitsCase& c, DeviceInputs& d, const LogitsViews& v) {
+  return launch_and_download(gpu, c, d, v, {});
+}
+
 Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c) {
   const HostInputs in = make_inputs(c);
   DeviceInputs d = upload(in, c);

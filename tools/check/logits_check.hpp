@@ -97,6 +97,10 @@ Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::
 // The reference histogram (CONTRACT 3) of downloaded logits: each row's live, non-NaN values as stored.
 std::vector<std::int32_t> histogram_of(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
 
+// Poisons the logits, launches once (c.blocks_per_split honoured, no histogram) and downloads the raw
+// logits bytes.
+std::vector<std::uint8_t> logits_bytes(GpuSession& gpu, const LogitsCase& c, DeviceInputs& d, const LogitsViews& v);
+
 // Uploads, poisons, launches, downloads and compares. For a histogram configuration it also checks the
 // counts against histogram_of(), that a second call doubles them, and that the logits are bitwise the
 // same as without the histogram.
