@@ -41,6 +41,12 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK(cli("bench logits --dtype f8", &out) == 2);
   CHECK(cli("bench logits --kv fp8,fp4", &out) == 2);
   CHECK_THAT(out, Contains("--kv expects fp8 and/or mxfp4, got 'fp4'"));
+  CHECK(cli("bench decode --dcp 0", &out) == 2);
+  CHECK_THAT(out, Contains("--dcp expects an integer >= 1, got '0'"));
+  CHECK(cli("bench decode --dcp-interleave 64", &out) == 2);
+  CHECK_THAT(out, Contains("--dcp-interleave: only with --dcp D"));
+  CHECK(cli("bench decode --dcp 2 --pdl 1", &out) == 2);
+  CHECK_THAT(out, Contains("--pdl: not with --dcp"));
   CHECK(cli("recall --heads 48", &out) == 2);
   CHECK(cli("recall --kv fp4", &out) == 2);
   CHECK_THAT(out, Contains("--kv expects mxfp4, got 'fp4'"));

@@ -1,6 +1,8 @@
 #include "gpu_timer.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <vector>
 
 #include "../../kernels/stream_read_params.cuh"
@@ -9,15 +11,31 @@
 
 namespace flash_indexer::bench {
 
+namespace {
+
+// The spin-wait kernel of the current context (a module belongs to the context that loaded it).
+const LoadedKernel& spin_wait_kernel() {
+  static std::mutex mutex;
+  static std::map<CUcontext, LoadedKernel> loaded;
+  CUcontext context = nullptr;
+  FI_CU(cuCtxGetCurrent, "bench", &context);
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto it = loaded.find(context);
+  if (it == loaded.end()) it = loaded.emplace(context, load_kernel(spin_wait_kernel_spec(current_device_arch()))).first;
+  return it->second;
+}
+
+}  // namespace
+
 GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream)>& enqueue, int replays,
-                       check::DeviceBuffer* flush) {
+                       check::DeviceBuffer* flush, CUstreamCaptureMode capture) {
   const auto& cu = driver::api();
   CUstream stream = gpu.stream();
   enqueue(stream);  // loads the kernels outside the capture
   gpu.synchronize();
   CUgraph graph = nullptr;
   CUgraphExec exec = nullptr;
-  FI_CU(cuStreamBeginCapture, "bench", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  FI_CU(cuStreamBeginCapture, "bench", stream, capture);
   try {
     enqueue(stream);
   } catch (...) {  // leave the stream usable: end the capture before reporting
@@ -30,7 +48,7 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
   gpu.synchronize();
   // Every replay queued behind a spin wait long enough for the host to enqueue them all: each event
   // pair then brackets GPU time only, not the host's launch latency.
-  static const LoadedKernel spin = load_kernel(spin_wait_kernel_spec(current_device_arch()));
+  const LoadedKernel& spin = spin_wait_kernel();
   unsigned long long wait_ns = 2'000'000ull + 30'000ull * static_cast<unsigned long long>(replays);
   void* spin_args[] = {&wait_ns};
   std::vector<CUevent> starts(replays), stops(replays);

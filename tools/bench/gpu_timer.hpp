@@ -16,9 +16,11 @@ struct GraphTiming {
 // Captures `enqueue(stream)` once into a CUDA graph and replays it `replays` times (after 3 untimed
 // warm-up replays), each between two events, all queued behind a GPU spin wait so that the events
 // measure GPU time, not host launch gaps (as the peers' benchmark does). With `flush`, a memset over it
-// runs before each replay, outside the timed window, so every replay starts with a cold L2.
+// runs before each replay, outside the timed window, so every replay starts with a cold L2. `capture`:
+// CU_STREAM_CAPTURE_MODE_THREAD_LOCAL where other threads of the process use the driver meanwhile
+// (one thread per GPU: bench decode --dcp).
 GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream)>& enqueue, int replays,
-                       check::DeviceBuffer* flush = nullptr);
+                       check::DeviceBuffer* flush = nullptr, CUstreamCaptureMode capture = CU_STREAM_CAPTURE_MODE_GLOBAL);
 
 // Bytes per second of a streaming read of `bytes` (default 2 GiB), median of `replays` graph replays.
 double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes = std::size_t{2} << 30, int replays = 20);

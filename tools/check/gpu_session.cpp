@@ -6,8 +6,8 @@
 
 namespace flash_indexer::check {
 
-GpuSession::GpuSession() {
-  FI_CU(cuDeviceGet, "GpuSession", &device_, 0);
+GpuSession::GpuSession(int device) {
+  FI_CU(cuDeviceGet, "GpuSession", &device_, device);
   FI_CU(cuDevicePrimaryCtxRetain, "GpuSession", &context_, device_);
   FI_CU(cuCtxSetCurrent, "GpuSession", context_);
   FI_CU(cuStreamCreate, "GpuSession", &stream_, CU_STREAM_NON_BLOCKING);

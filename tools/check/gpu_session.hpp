@@ -1,5 +1,5 @@
 #pragma once
-// Device-side helpers for the checks, tests and benchmarks: the primary context of GPU 0, a stream and
+// Device-side helpers for the checks, tests and benchmarks: a GPU's primary context (GPU 0's unless told), a stream and
 // RAII device buffers, all through the dlopen'd driver.
 #include <cstdint>
 #include <cstring>
@@ -11,10 +11,10 @@
 
 namespace flash_indexer::check {
 
-// Makes GPU 0's primary context current for the calling thread; owns one stream.
+// Makes GPU `device`'s primary context current for the calling thread; owns one stream.
 class GpuSession {
  public:
-  GpuSession();
+  explicit GpuSession(int device = 0);
   ~GpuSession();
   GpuSession(const GpuSession&) = delete;
   GpuSession& operator=(const GpuSession&) = delete;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
+#include "dcp_decode_bench.hpp"
 #include "decode_bench.hpp"
 #include "driver.hpp"
 #include "flash_indexer/topk.hpp"
@@ -102,6 +103,36 @@ int cmd_bench_topk(const Args& args) {
   return 0;
 }
 
+namespace {
+
+int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int interleave, const Args& args) {
+  namespace bn = fi::bench;
+  bn::DcpDecodeBenchOptions o;
+  o.shapes = shapes;
+  o.ranks = ranks;
+  o.interleave = interleave;
+  const auto bench_gpu = open_bench_gpu("decode --dcp");
+  if (!bench_gpu) return 1;
+  const double bandwidth = bench_gpu->bandwidth;
+  std::printf("%3s %3s %5s %7s %4s %4s %3s %4s %9s %9s %10s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "D", "I",
+              "us", "local_us", "gather_us", "one_gpu", "kv_floor", "x_kv");
+  nlohmann::json json = nlohmann::json::array();
+  bn::run_dcp_decode_bench(o, bandwidth, [&](const bn::DcpDecodeBenchRow& r) {
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %4d %9.2f %9.2f %10.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch,
+                r.length, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ranks, r.interleave, r.us, r.local_us,
+                r.us - r.local_us, r.one_gpu_us, r.kv_floor_us, r.us / r.kv_floor_us);
+    json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"ranks", r.ranks},
+                    {"interleave", r.interleave}, {"us", r.us}, {"local_us", r.local_us}, {"one_gpu_us", r.one_gpu_us},
+                    {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us}, {"read_bandwidth", bandwidth}});
+  });
+  std::fflush(stdout);
+  if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace
+
 int cmd_bench_decode(const Args& args) {
   namespace bn = fi::bench;
   bn::DecodeBenchOptions o;
@@ -109,6 +140,13 @@ int cmd_bench_decode(const Args& args) {
   if (auto v = args.value("--pdl")) o.pdl = parse_flags("--pdl", *v);
   o.k = parse_k(args, o.k);
   o.replays = args.int_value("--replays", o.replays, 1);
+  const int ranks = args.int_value("--dcp", 1, 1);
+  const int interleave = args.int_value("--dcp-interleave", 1, 1);
+  if (ranks > 1) {
+    if (args.value("--pdl")) throw UsageError("--pdl: not with --dcp (the DCP plan runs without programmatic launches here)");
+    return bench_dcp_decode(o, ranks, interleave, args);
+  }
+  if (args.value("--dcp-interleave")) throw UsageError("--dcp-interleave: only with --dcp D (D >= 2)");
   const auto bench_gpu = open_bench_gpu("decode");
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;

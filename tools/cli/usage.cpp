@@ -64,7 +64,7 @@ one table row per case. Exits 1 if any case fails.
                                [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--pdl LIST] [--k K] [--replays N]
-                               [--json FILE]
+                               [--dcp D] [--dcp-interleave I] [--json FILE]
        flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
                                [--replays N] [--json FILE]
 
@@ -109,6 +109,11 @@ KV bytes / read bandwidth.
   --pdl LIST         0 and/or 1 (default 0): DecodePlanConfig::pdl, the plan's kernels launched as
                      programmatic dependents (the top-k scheduled while the logits kernel ends)
   --k K              default 2048
+  --dcp D            DcpDecodePlan on GPUs 0..D-1 (D >= 2, one thread each, NCCL: libnccl.so.2 or
+                     FLASH_INDEXER_NCCL), every request exactly L long: per cell the slowest rank's step,
+                     its DecodePlan alone (local_us; gather_us = the all-gather and merge), one DecodePlan
+                     over the whole cache on GPU 0 (one_gpu), and the floor of one rank's KV share
+  --dcp-interleave I the DCP interleave (default 1; 64 for block-interleaved shards)
 
 prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
 the cost of the fused histogram, and PrefillPlan::run end to end (logits in chunks of at most 1 GiB,
