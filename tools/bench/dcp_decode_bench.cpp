@@ -68,7 +68,8 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
   std::vector<RankTimes> times(static_cast<std::size_t>(o.ranks));
   // Every rank times a shape at the same moment (their replays meet in the all-gather), and every rank
   // passes every barrier, so that a rank that failed in a setup step stops them all at the next one.
-  // (A failure inside a timed run can still leave the others waiting in NCCL: it has no timeout.)
+  // (A rank that fails inside a collective, ncclCommInitRank or a timed run, can still leave the others
+  // waiting in NCCL, which has no timeout.)
   std::barrier together(o.ranks);
   std::atomic<bool> any_failed{false};
 
