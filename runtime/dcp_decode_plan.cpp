@@ -125,7 +125,7 @@ void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const T
   TopkMergeOptions mo;
   mo.owned = owned;
   mo.layout = config.dcp;
-  const TopkMergeCall merge = check_topk_merge(op, all_values, all_positions, indices, mo);
+  const TopkMergeLaunch merge = prepare_topk_merge(op, check_topk_merge(op, all_values, all_positions, indices, mo), stream);
   if (batch == 0) return;
 
   enqueue(local, stream);
@@ -135,7 +135,7 @@ void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const T
   nccl::check(api.ncclAllGather(local_positions.data, all_positions.data, list, nccl::kInt8, comm_, stream),
               "ncclAllGather", op);
   nccl::check(api.ncclGroupEnd(), "ncclGroupEnd", op);
-  enqueue(op, merge, stream);
+  enqueue(merge, stream);
 }
 
 }  // namespace flash_indexer

@@ -199,13 +199,15 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   PagedMqaLogitsConfig resolved = call.config;
   resolved.variant = PagedMqaLogitsVariant::sm90;
   if (resolved.kv == KvFormat::fp8) encode_tensor_maps(launch.sm90_params, resolved);  // MXFP4: bulk copies, no maps
-  const std::int64_t width_blocks = call.width_blocks;
-  launch.sm90_params.blocks_per_split = sm90_blocks_per_split(width_blocks, call.batch, kernel.multiprocessors,
-                                                              kernel.ctas_per_sm, kernels::kSm90MaxBlocksPerSplit);
-  launch.grid_x = static_cast<unsigned>((width_blocks + launch.sm90_params.blocks_per_split - 1) /
-                                        launch.sm90_params.blocks_per_split);
-  launch.grid_y = call.batch;
+  set_blocks_per_split(launch, call, sm90_blocks_per_split(call.width_blocks, call.batch, kernel.multiprocessors,
+                                                           kernel.ctas_per_sm, kernels::kSm90MaxBlocksPerSplit));
   return launch;
+}
+
+void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call, int blocks_per_split) {
+  launch.sm90_params.blocks_per_split = blocks_per_split;
+  launch.grid_x = (call.width_blocks + blocks_per_split - 1) / blocks_per_split;
+  launch.grid_y = call.batch;
 }
 
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream) {

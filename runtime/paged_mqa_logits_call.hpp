@@ -39,4 +39,8 @@ struct PagedMqaLogitsLaunch {
 PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream);
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
 
+// The sm90 grid for `blocks_per_split` (1..kSm90MaxBlocksPerSplit) KV blocks per CTA: what prepare sets
+// from runtime/sm90_split.hpp, and what the checks force to test other splits.
+void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call, int blocks_per_split);
+
 }  // namespace flash_indexer

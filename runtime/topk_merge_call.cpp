@@ -1,4 +1,4 @@
-// The topk_merge call: argument checks, launch; and the public entry points.
+// The topk_merge call: argument checks, kernel, launch; and the public entry points.
 #include <fmt/format.h>
 
 #include <climits>
@@ -80,18 +80,25 @@ TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, co
   return c;
 }
 
-void enqueue(std::string_view op, const TopkMergeCall& call, CUstream stream) {
-  if (call.params.rows == 0) return;
-  const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
-  kernels::TopkMergeParams params = call.params;
+TopkMergeLaunch prepare_topk_merge(std::string_view op, const TopkMergeCall& call, CUstream stream) {
+  TopkMergeLaunch launch;
+  launch.params = call.params;
+  launch.pdl = call.pdl;
+  if (call.params.rows > 0) launch.kernel = &loaded_kernel(op, call.config, stream);
+  return launch;
+}
+
+void enqueue(const TopkMergeLaunch& launch, CUstream stream) {
+  if (launch.kernel == nullptr) return;  // no rows
+  kernels::TopkMergeParams params = launch.params;
   void* args[] = {&params};
-  launch_kernel(kernel, static_cast<unsigned>(params.rows), 1, 1, stream, args, call.pdl);
+  launch_kernel(*launch.kernel, static_cast<unsigned>(params.rows), 1, 1, stream, args, launch.pdl);
 }
 
 void topk_merge(const TensorView& values, const TensorView& positions, const TensorView& indices, Stream stream,
                 const TopkMergeOptions& options) {
   constexpr std::string_view op = "topk_merge";
-  enqueue(op, check_topk_merge(op, values, positions, indices, options), stream);
+  enqueue(prepare_topk_merge(op, check_topk_merge(op, values, positions, indices, options), stream), stream);
 }
 
 void warm_topk_merge(LogitsDType values) {

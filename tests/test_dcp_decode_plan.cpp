@@ -108,11 +108,7 @@ TEST_CASE("gpu: DcpDecodePlan on two GPUs equals the reference top-k of the whol
         auto rank_main = [&](int rank) {
           RankResult& out = results[rank];
           try {
-            CUdevice device = 0;
-            CUcontext context = nullptr;
-            FI_CU(cuDeviceGet, "rank", &device, rank);
-            FI_CU(cuDevicePrimaryCtxRetain, "rank", &context, device);
-            FI_CU(cuCtxSetCurrent, "rank", context);
+            const ck::GpuSession gpu(rank);  // this thread's device
             ncclComm_t comm = nullptr;
             nccl::check(api.ncclCommInitRank(&comm, 2, id, rank), "ncclCommInitRank");
             {
@@ -125,8 +121,7 @@ TEST_CASE("gpu: DcpDecodePlan on two GPUs equals the reference top-k of the whol
               ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4), owned(indices.bytes());
               indices.fill(0x7d);
               owned.fill(0x7d);
-              CUstream stream = nullptr;
-              FI_CU(cuStreamCreate, "rank", &stream, 0);
+              const CUstream stream = gpu.stream();
               const DcpDecodePlan plan(rc, comm);
               const TensorView qv = TensorView::contiguous(q.data(), DType::fp8_e4m3, {in.batch, next_n, 64, 128});
               const TensorView kv = TensorView::contiguous(cache.data(), DType::u8, {std::max(shard.blocks, 1), 64, 1, 132});
@@ -136,13 +131,11 @@ TEST_CASE("gpu: DcpDecodePlan on two GPUs equals the reference top-k of the whol
               const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
               const TensorView ov = TensorView::contiguous(owned.data(), DType::i32, {rows, pc.k});
               plan.run(qv, kv, wv, lv, tv, iv, ov, stream);
-              FI_CU(cuStreamSynchronize, "rank", stream);
+              gpu.synchronize();
               out.indices = indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k);
               out.owned = owned.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k);
-              driver::api().cuStreamDestroy(stream);
             }
             api.ncclCommDestroy(comm);
-            driver::api().cuDevicePrimaryCtxRelease(device);
           } catch (...) {
             out.error = std::current_exception();
           }

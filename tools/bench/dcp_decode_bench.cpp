@@ -21,23 +21,6 @@ namespace flash_indexer::bench {
 
 namespace {
 
-struct Shape {
-  int heads, next_n, batch, length;
-  LogitsDType dtype;
-  bool histogram;
-};
-
-std::vector<Shape> shapes_of(const DecodeBenchOptions& o) {
-  std::vector<Shape> out;
-  for (int batch : o.batches)
-    for (int length : o.lengths)
-      for (int heads : o.heads)
-        for (int next_n : o.next_ns)
-          for (LogitsDType dtype : o.dtypes)
-            for (int histogram : o.histogram) out.push_back({heads, next_n, batch, length, dtype, histogram != 0});
-  return out;
-}
-
 struct RankTimes {
   std::vector<double> us, local_us, one_gpu_us, kv_blocks;
   std::exception_ptr error;
@@ -59,7 +42,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
   nccl::check(api.ncclGetUniqueId(&id), "ncclGetUniqueId");
 
   const DecodeBenchOptions& so = o.shapes;
-  const std::vector<Shape> shapes = shapes_of(so);
+  const std::vector<DecodeShape> shapes = decode_shapes(so);
   constexpr int kDim = 128;
   const int max_batch = *std::max_element(so.batches.begin(), so.batches.end());
   const int max_length = *std::max_element(so.lengths.begin(), so.lengths.end());
@@ -94,7 +77,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
     }
     const DcpLayout layout{o.ranks, rank, o.interleave};
     int drawn_batch = -1, drawn_length = -1;
-    for (const Shape& s : shapes) {
+    for (const DecodeShape& s : shapes) {
       DecodePlanConfig pc;
       std::optional<DcpDecodePlan> plan;
       std::optional<check::DeviceBuffer> indices;
@@ -166,7 +149,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
 
   std::vector<DcpDecodeBenchRow> out;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
-    const Shape& s = shapes[i];
+    const DecodeShape& s = shapes[i];
     DcpDecodeBenchRow r;
     r.heads = s.heads;
     r.next_n = s.next_n;

@@ -10,6 +10,18 @@
 
 namespace flash_indexer::bench {
 
+std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& o) {
+  std::vector<DecodeShape> out;
+  for (int batch : o.batches)
+    for (int length : o.lengths)
+      for (int heads : o.heads)
+        for (int next_n : o.next_ns)
+          for (LogitsDType dtype : o.dtypes)
+            for (int histogram : o.histogram)
+              for (int pdl : o.pdl) out.push_back({heads, next_n, batch, length, dtype, histogram != 0, pdl != 0});
+  return out;
+}
+
 std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& o, double read_bandwidth,
                                              const std::function<void(const DecodeBenchRow&)>& on_row) {
   std::mt19937_64 rng(o.seed);
@@ -21,59 +33,53 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDim, KvFormat::fp8, rng);
   check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
   std::vector<DecodeBenchRow> out;
-  for (int batch : o.batches) {
-    for (int length : o.lengths) {
-      inputs.draw(batch, length, false, rng);
-      for (int heads : o.heads) {
-        for (int next_n : o.next_ns) {
-          for (LogitsDType dtype : o.dtypes) {
-            for (int histogram : o.histogram)
-            for (int pdl : o.pdl) {
-              DecodePlanConfig pc;
-              pc.max_batch = batch;
-              pc.next_n = next_n;
-              pc.heads = heads;
-              pc.head_dim = kDim;
-              pc.k = o.k;
-              pc.logits = dtype;
-              pc.max_context = inputs.width();
-              pc.histogram = histogram != 0;
-              pc.pdl = pdl != 0;
-              const DecodePlan plan(pc);
-              const auto q = inputs.q(next_n, heads);
-              const auto kv = inputs.kv_cache();
-              const auto w = inputs.weights(next_n, heads);
-              const auto lens = inputs.context_lens();
-              const auto table = inputs.block_table();
-              const std::int64_t rows = static_cast<std::int64_t>(batch) * next_n;
-              const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, o.k});
-              DecodeBenchRow r;
-              r.heads = heads;
-              r.next_n = next_n;
-              r.batch = batch;
-              r.length = length;
-              r.k = o.k;
-              r.dtype = dtype;
-              r.histogram = pc.histogram;
-              r.pdl = pc.pdl;
-              r.us = time_graph(gpu, [&](CUstream s) { plan.run(q, kv, w, lens, table, iv, s); }, o.replays).median_us;
-              // The logits step as run() launches it: with the histogram only where the top-k streams.
-              PagedMqaLogitsOptions lo;
-              if (!choose_topk_kernel(rows, plan.width(), dtype, topk_device("bench decode", dtype, nullptr), 0).on_chip())
-                lo.histogram = plan.histogram(batch);
-              const TensorView logits = plan.logits(batch);
-              r.logits_us =
-                  time_graph(gpu, [&](CUstream s) { paged_mqa_logits(q, kv, w, lens, table, logits, s, lo); }, o.replays)
-                      .median_us;
-              r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
-              r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
-              out.push_back(r);
-              if (on_row) on_row(r);
-            }
-          }
-        }
-      }
+  int drawn_batch = -1, drawn_length = -1;
+  for (const DecodeShape& s : decode_shapes(o)) {
+    if (s.batch != drawn_batch || s.length != drawn_length) {
+      inputs.draw(s.batch, s.length, false, rng);
+      drawn_batch = s.batch;
+      drawn_length = s.length;
     }
+    DecodePlanConfig pc;
+    pc.max_batch = s.batch;
+    pc.next_n = s.next_n;
+    pc.heads = s.heads;
+    pc.head_dim = kDim;
+    pc.k = o.k;
+    pc.logits = s.dtype;
+    pc.max_context = inputs.width();
+    pc.histogram = s.histogram;
+    pc.pdl = s.pdl;
+    const DecodePlan plan(pc);
+    const auto q = inputs.q(s.next_n, s.heads);
+    const auto kv = inputs.kv_cache();
+    const auto w = inputs.weights(s.next_n, s.heads);
+    const auto lens = inputs.context_lens();
+    const auto table = inputs.block_table();
+    const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.next_n;
+    const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, o.k});
+    DecodeBenchRow r;
+    r.heads = s.heads;
+    r.next_n = s.next_n;
+    r.batch = s.batch;
+    r.length = s.length;
+    r.k = o.k;
+    r.dtype = s.dtype;
+    r.histogram = pc.histogram;
+    r.pdl = pc.pdl;
+    r.us = time_graph(gpu, [&](CUstream st) { plan.run(q, kv, w, lens, table, iv, st); }, o.replays).median_us;
+    // The logits step as run() launches it: with the histogram only where the top-k streams.
+    PagedMqaLogitsOptions lo;
+    if (!choose_topk_kernel(rows, plan.width(), s.dtype, topk_device("bench decode", s.dtype, nullptr), 0).on_chip())
+      lo.histogram = plan.histogram(s.batch);
+    const TensorView logits = plan.logits(s.batch);
+    r.logits_us =
+        time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st, lo); }, o.replays)
+            .median_us;
+    r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
+    r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
+    out.push_back(r);
+    if (on_row) on_row(r);
   }
   return out;
 }

@@ -35,6 +35,15 @@ struct DecodeBenchRow {
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };
 
+// The cells of a sweep, in the order the benchmarks run them (the inputs are redrawn when batch or
+// length changes).
+struct DecodeShape {
+  int heads, next_n, batch, length;
+  LogitsDType dtype;
+  bool histogram, pdl;
+};
+std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& options);
+
 std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& options,
                                              double read_bandwidth,
                                              const std::function<void(const DecodeBenchRow&)>& on_row);

@@ -429,8 +429,7 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
     if (!launch.sm90 || c.blocks_per_split > kernels::kSm90MaxBlocksPerSplit)
       throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
                               c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
-    launch.sm90_params.blocks_per_split = c.blocks_per_split;
-    launch.grid_x = (call.width_blocks + c.blocks_per_split - 1) / c.blocks_per_split;
+    set_blocks_per_split(launch, call, c.blocks_per_split);
     enqueue(launch, gpu.stream());
   } else {
     paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);
