@@ -141,21 +141,18 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       const int stage = i % kStages;
       const int s0 = (active + i) * 64;
       // Issued before the wait, so the loads overlap it and the wgmma; keys past N score 0.
-      float scale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) scale[r] = s0 + key0 + 8 * r < p.keys ? __ldg(p.kv_scales + s0 + key0 + 8 * r) : 0.0f;
+      const int key = s0 + Tile::owned_key(quad, key0);  // the key of this lane's values after the head sums
+      const float scale = key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
       sm90::mbarrier_wait(&sm.full[stage], (i / kStages) & 1);
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
-      float sum[kG][2];
+      typename Tile::Owned sum;
       Tile::head_sums(acc, sm.weights, quad, sum);
 
       // Hand the scaled scores to the store warps.
       if (i >= kStages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kStages) - 1) & 1);
 #pragma unroll
-      for (int j = 0; j < kG; ++j)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) sum[j][r] *= scale[r];
+      for (int n = 0; n < Tile::kOwned; ++n) sum[n] *= scale;
       Tile::hand_off(sm.scores + stage * kG * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }

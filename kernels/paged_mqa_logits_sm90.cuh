@@ -208,6 +208,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    const int owned_key = Tile::owned_key(quad, key0);     // the key of its values after the head sums
     constexpr bool kRegisterWeights = sm90_register_weights(kNextN, kHeads, kMxfp4);
     typename Tile::Weights weights;
     if constexpr (kRegisterWeights) Tile::load_weights(weights, sm.weights, quad);
@@ -222,16 +223,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       const int stage = i % kSm90Stages;
       sm90::mbarrier_wait(&sm.full[stage], (i / kSm90Stages) & 1);
       const bool valid = sm.invalid[stage] == 0;
-      float scale[2] = {0.0f, 0.0f};
+      float scale = 0.0f;  // of this lane's key (Tile::owned_key)
       // MXFP4: this consumer's tile and the block's scales (two sets: a warp two blocks ahead would have
       // to pass the next block's barrier, which waits for every warp of the warpgroup).
       unsigned char* const conv = sm.conv + warpgroup * kKeyBytes;
       float* const conv_scales = sm.scales + (2 * warpgroup + (i / kSm90Consumers) % 2) * 64;
       auto read_scales_and_release = [&] {
-        if (valid) {
-          scale[0] = kMxfp4 ? conv_scales[key0] : sm.scales[stage * 64 + key0];
-          scale[1] = kMxfp4 ? conv_scales[key0 + 8] : sm.scales[stage * 64 + key0 + 8];
-        }
+        if (valid) scale = kMxfp4 ? conv_scales[owned_key] : sm.scales[stage * 64 + owned_key];
         if constexpr (!kMxfp4) sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
       };
       if constexpr (kMxfp4) {
@@ -243,27 +241,26 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       }
       // The stage is released as soon as the wgmma has read it, except where the accumulators and the
-      // weights fill the registers (four consumers): there the scales, held across the head sums, were
-      // spilled (28 bytes), so the stage is released after them. MXFP4 reads its scales late always.
+      // weights fill the registers (four consumers): releasing it before the head sums there makes
+      // ptxas spill 24-28 bytes, measured slower (device run 120), so it is released after them. MXFP4
+      // reads its scales late always.
       constexpr bool kLateRelease = kMxfp4 || sm90_moves_registers(kNextN, kHeads, kMxfp4);
       if constexpr (!kLateRelease) read_scales_and_release();
 
-      float sum[kNextN][2];
+      typename Tile::Owned sum;
       if (valid) {
-        if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, sum);
+        if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
         else Tile::head_sums(acc, sm.weights, quad, sum);
       } else {
 #pragma unroll
-        for (int j = 0; j < kNextN; ++j) sum[j][0] = sum[j][1] = 0.0f;
+        for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
       }
       if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps.
       if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
 #pragma unroll
-      for (int j = 0; j < kNextN; ++j)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) sum[j][r] = valid ? sum[j][r] * scale[r] : quiet_nan();
+      for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }

@@ -92,12 +92,17 @@ struct Sm90MqaTile {
         else sm90::fence_register(acc[c][r]);
       }
     sm90::wgmma_fence();
+    // A k-step 32 bytes on is the descriptor's start address (bytes / 16, 14 bits) plus 2: shared memory
+    // ends below 256 KB, so the field never carries. One descriptor per operand and block instead of
+    // one per k-step and operand (the address arithmetic was a quarter of the consumers' issue slots
+    // around the wgmma).
+    const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c)
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
 #pragma unroll
-      for (int kk = 0; kk < kHeadDim / 32; ++kk)
-        Mma::mma(acc[c], sm90::matrix_descriptor<kHeadDim>(k_stage + kk * 32),
-                 sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim + kk * 32), kk);
+      for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a + 2 * kk, b + 2 * kk, kk);
+    }
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
 #pragma unroll
@@ -107,15 +112,20 @@ struct Sm90MqaTile {
   }
 
   // Column c = j * H + h of S: a thread holds columns 8g + 2 * quad + {0, 1} of each 8-column group g,
-  // for its two keys (accumulator registers 4g + {0, 1} and 4g + {2, 3}). Every lane of the quad ends
-  // with the same sums. The weights come from shared memory (weight_s) or from registers (Weights).
-  __device__ __forceinline__ static void head_sums(const Acc& acc, const float* weight_s, int quad, float (&sum)[kRows][2]) {
+  // for its two keys (accumulator registers 4g + {0, 1} and 4g + {2, 3}). Its partial sums of the
+  // 2 * kRows values v = 2j + r (query row j, key key0 + 8r) are then reduced across the quad and
+  // scattered: lane `quad` ends with the values v = 4n + quad (n < kOwned), see reduce_quad. The weights
+  // come from shared memory (weight_s) or from registers (Weights).
+  static constexpr int kOwned = (kRows + 1) / 2;
+  using Owned = float[kOwned];
+  __device__ __forceinline__ static void head_sums(const Acc& acc, const float* weight_s, int quad, Owned& out) {
+    float sum[kRows][2];
     clear(sum);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
       for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]), sum);
-    reduce_quad(sum);
+    reduce_quad(sum, quad, out);
   }
 
   // The weights of this thread's columns, held in registers where they do not change for the CTA's
@@ -128,13 +138,14 @@ struct Sm90MqaTile {
       for (int g = 0; g < kChunk / 8; ++g) w[c][g] = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
   }
   // The same operations in the same order as above, so the same bits.
-  __device__ __forceinline__ static void head_sums(const Acc& acc, const Weights& weight, float (&sum)[kRows][2]) {
+  __device__ __forceinline__ static void head_sums(const Acc& acc, const Weights& weight, int quad, Owned& out) {
+    float sum[kRows][2];
     clear(sum);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
       for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, weight[c][g], sum);
-    reduce_quad(sum);
+    reduce_quad(sum, quad, out);
   }
 
   __device__ __forceinline__ static void clear(float (&sum)[kRows][2]) {
@@ -150,25 +161,44 @@ struct Sm90MqaTile {
     sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
     sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
   }
-  // Across the 4 lanes of a quad, in a fixed order.
-  __device__ __forceinline__ static void reduce_quad(float (&sum)[kRows][2]) {
+  // Across the 4 lanes of a quad, in a fixed order: every value is (p0 + p1) + (p2 + p3) of the four
+  // lanes' partials p, as a butterfly of two xor-shuffles per value gives it, but each exchange step
+  // sends only the half of the values that the partner keeps (a reduce-scatter): 2 * kRows values take
+  // kRows + kOwned shuffles instead of 4 * kRows, the latency chain of the epilogue. Step 1 (xor 1)
+  // keeps v with v % 2 == quad % 2, step 2 (xor 2) of those the ones with (v / 2) % 2 == quad / 2, so
+  // lane quad ends with v = 4n + quad. An odd kRows leaves its last value unpaired in step 2: both
+  // lanes of the pair add it (a plain butterfly step), only the owner hands it off.
+  __device__ __forceinline__ static void reduce_quad(const float (&sum)[kRows][2], int quad, Owned& out) {
+    const bool odd = (quad & 1) != 0, high = (quad & 2) != 0;
+    float half[kRows];  // value 2m + quad % 2, summed over lanes quad and quad ^ 1
 #pragma unroll
-    for (int j = 0; j < kRows; ++j)
+    for (int m = 0; m < kRows; ++m) {
+      const float keep = odd ? sum[m][1] : sum[m][0];
+      const float send = odd ? sum[m][0] : sum[m][1];
+      half[m] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
+    }
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 1);
-        sum[j][r] += __shfl_xor_sync(0xffffffffu, sum[j][r], 2);
+    for (int n = 0; n < kOwned; ++n) {
+      if (2 * n + 1 < kRows) {
+        const float keep = high ? half[2 * n + 1] : half[2 * n];
+        const float send = high ? half[2 * n] : half[2 * n + 1];
+        out[n] = keep + __shfl_xor_sync(0xffffffffu, send, 2);
+      } else {
+        out[n] = half[2 * n] + __shfl_xor_sync(0xffffffffu, half[2 * n], 2);
       }
+    }
   }
+  // The key of this lane's values: key0 + 8 * (v % 2) for its v = 4n + quad.
+  __device__ __forceinline__ static int owned_key(int quad, int key0) { return key0 + 8 * (quad & 1); }
 
   // Hands a block's 64 x kRows values to the store warps through its score stage ([row][64]): value
-  // (j, r), for key0 + 8r, is written by the lane with quad == (2j + r) % 4.
-  __device__ __forceinline__ static void hand_off(float* stage_scores, const float (&value)[kRows][2], int quad, int key0) {
+  // v = 4n + quad (row v / 2, key owned_key) by its owner lane.
+  __device__ __forceinline__ static void hand_off(float* stage_scores, const Owned& value, int quad, int key0) {
 #pragma unroll
-    for (int j = 0; j < kRows; ++j)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        if ((2 * j + r) % 4 == quad) stage_scores[j * 64 + key0 + 8 * r] = value[j][r];
+    for (int n = 0; n < kOwned; ++n) {
+      const int j = 2 * n + quad / 2;
+      if (2 * n + 1 < kRows || quad < 2) stage_scores[j * 64 + owned_key(quad, key0)] = value[n];
+    }
   }
 };
 
