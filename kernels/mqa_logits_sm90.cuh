@@ -12,7 +12,9 @@
 // ReLU-weighted head sums in a fixed order, so results are bitwise deterministic), scale them by the
 // keys' FP32 scales (read from global: a tile's scales need not be 16-byte aligned for a bulk copy)
 // and hand them to the store warps, which write each token's window, -inf outside it with
-// fill_masked, and count the histogram of the stored values.
+// fill_masked. With the histogram the consumers count the values they hand off (a few per lane; the
+// three store warps counting every score could not keep up with four consumers: +32 % in device run
+// 127).
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"
@@ -81,6 +83,12 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     for (int i = tid; i < kG * kCoarseBins; i += kThreads) sm.hist[i] = 0;
   for (int i = tid; i < kN; i += kThreads)
     sm.weights[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
+  int* const windows = sm.block_ids;  // [start, end) of each token's window, for the consumers' counts
+  static_assert(2 * kG <= kSm90MaxBlocksPerSplit, "the windows fit the (here unused) block-id slots");
+  if (kHistogram && tid == 0) {
+#pragma unroll
+    for (int j = 0; j < kG; ++j) windows[2 * j] = starts[j], windows[2 * j + 1] = ends[j];
+  }
   __syncthreads();
 
   const int warpgroup = tid / 128;
@@ -116,11 +124,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
             if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
             continue;
           }
-          const float stored = Store::store(p.logits, index, sm.scores[stage * kG * 64 + e]);
-          if constexpr (kHistogram) {
-            const int bin = histogram_bin(stored);
-            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-          }
+          Store::store(p.logits, index, sm.scores[stage * kG * 64 + e]);
         }
         sm90::mbarrier_arrive(&sm.scores_free[stage]);
       }
@@ -153,6 +157,17 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       if (i >= kStages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kStages) - 1) & 1);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] *= scale;
+      if constexpr (kHistogram) {  // the values this lane hands off that the store warps will store
+#pragma unroll
+        for (int n = 0; n < Tile::kOwned; ++n) {
+          const int j = 2 * n + quad / 2;  // the token of value n (Tile::hand_off)
+          if (2 * n + 1 < kG || quad < 2) {
+            const int bin = key < p.keys && key >= windows[2 * j] && key < windows[2 * j + 1]
+                                ? histogram_bin(Store::rounded(sum[n])) : -1;
+            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+          }
+        }
+      }
       Tile::hand_off(sm.scores + stage * kG * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }

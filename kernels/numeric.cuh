@@ -75,6 +75,7 @@ struct LogitsStore<LogitsOut::f32> {
     static_cast<float*>(base)[index] = x;
     return x;
   }
+  __device__ __forceinline__ static float rounded(float x) { return x; }  // what store() stores, as FP32
 };
 
 template <>
@@ -84,6 +85,7 @@ struct LogitsStore<LogitsOut::f16> {
     static_cast<unsigned short*>(base)[index] = bits;
     return f16_bits_to_float(bits);
   }
+  __device__ __forceinline__ static float rounded(float x) { return f16_bits_to_float(float_to_f16_bits(x)); }
 };
 
 template <>
@@ -92,6 +94,11 @@ struct LogitsStore<LogitsOut::bf16> {
     unsigned short bits;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
     static_cast<unsigned short*>(base)[index] = bits;
+    return bf16_bits_to_float(bits);
+  }
+  __device__ __forceinline__ static float rounded(float x) {
+    unsigned short bits;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(bits) : "f"(x));
     return bf16_bits_to_float(bits);
   }
 };

@@ -76,6 +76,14 @@ constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // 
 constexpr bool sm90_register_weights(int next_n, int heads, bool mxfp4 = false) {
   return !mxfp4 && next_n <= 3 && next_n * heads <= 128;
 }
+// Who counts the fused histogram: with four consumers (N 72..128, one CTA per SM) the three store
+// warps could not keep up with a bin and an atomic per score (device run 127: consumers waiting for
+// their score stages; the histogram cost +11 % at next_n 2 H 64, +24-36 % at N = 96-128), so each
+// consumer lane counts the values it hands off (one or two per block after the quad reduction) and the
+// store warps only store: +6-10 % (run 128). Elsewhere the store warps count: with two consumers of
+// N = 192-256 the consumers bound the kernel and counting there was 5-7 % slower (run 128), with two
+// CTAs per SM (N <= 64) six store warps share the SM.
+constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
 }

@@ -14,10 +14,10 @@
 // in a fixed order, so results are bitwise deterministic. The consumer releases the key stage (the
 // "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x next_n scores of the block to
 // a store warp of the producer warpgroup through a score stage (mbarriers "scores full" / "scores
-// free"). The store warps round and write the logits with coalesced stores, apply the length mask, and
-// with kHistogram count the coarse bins of the stored values in a shared-memory histogram per row,
-// added to the global one at the end: the consumers' critical path carries neither the stores nor the
-// histogram.
+// free"). The store warps round and write the logits with coalesced stores and apply the length mask.
+// With kHistogram the coarse bins of the stored values are counted in a shared-memory histogram per
+// row, added to the global one at the end: by the consumers (a few values per lane) where four of
+// them share the CTA, by the store warps elsewhere (sm90_consumers_count).
 //
 // A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
 // logits are NaN, exactly as in the portable kernel.
@@ -66,6 +66,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kSm90Consumers = sm90_consumers(kN);
   constexpr int kSm90Stages = sm90_stages(kN);
   constexpr int kSm90Threads = sm90_threads(kN);
+  constexpr bool kConsumersCount = sm90_consumers_count(kN);
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
   using Store = LogitsStore<kOut>;
@@ -195,7 +196,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
             continue;
           }
           const float stored = Store::store(p.logits, index, sm.scores[stage * kNextN * 64 + e]);
-          if constexpr (kHistogram) {
+          if constexpr (kHistogram && !kConsumersCount) {
             const int bin = histogram_bin(stored);
             if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
           }
@@ -261,6 +262,22 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
+      if constexpr (kHistogram && kConsumersCount) {
+        // What the store warps will store and mask: live columns below the width, NaN not counted.
+        const int s = (first + i) * 64 + owned_key;
+#pragma unroll
+        for (int n = 0; n < Tile::kOwned; ++n) {
+          const int j = 2 * n + quad / 2;  // the row of value n (Tile::hand_off)
+          if (2 * n + 1 < kNextN || quad < 2) {
+            int len = lens[0];  // lens[j] without a dynamically indexed (local memory) array
+#pragma unroll
+            for (int jj = 1; jj < kNextN; ++jj)
+              if (jj == j) len = lens[jj];
+            const int bin = s < len && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
+            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+          }
+        }
+      }
       Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
       sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Paged MQA logits, ours against DeepGEMM, from the two benchmarks' JSON files of one device run.
+
+    python3 tools/logits_vs_deepgemm.py --ours logits.json [--ours logits-2.json] --deepgemm deepgemm_bench.json
+
+`--ours`: `flash-indexer bench logits ... --cold-l2 --fixed-length --json FILE` (given twice, each cell
+takes the faster run); `--deepgemm`: `deepgemm_bench.json` of ../shared/anchors/deepgemm (cold-L2 time
+`us_cold`; next_n 1 and 2 native, 3 and 4 flattened into next_n = 1 rows, as engines call it). Prints a
+markdown table (ours / DeepGEMM (DeepGEMM / ours) per cell; >= 1.00: ours faster), the median and range
+of the ratio per next_n, and, where the files hold the histogram's cells, its overhead."""
+import argparse
+import json
+import statistics
+
+
+def load_ours(paths, dtype):
+    best = {}
+    for path in paths:
+        for r in json.load(open(path)):
+            if r["logits"] != dtype or r.get("kv", "fp8") != "fp8":
+                continue
+            key = (r["next_n"], r["heads"], r["batch"], r["length"], bool(r["histogram"]))
+            best[key] = min(best.get(key, float("inf")), r["us"])
+    return best
+
+
+def load_deepgemm(path, dtype):
+    rows = json.load(open(path))
+    rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
+    out = {}
+    for r in rows:
+        if r.get("status") != "ok" or r.get("logits_dtype") != dtype:
+            continue
+        if (r["mode"] == "native") != (r["next_n"] <= 2):
+            continue
+        out[(r["next_n"], r["H"], r["B"], r["L"])] = r["us_cold"]
+    return out
+
+
+def label(length):
+    return f"{length // 1024}K"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--ours", action="append", required=True)
+    ap.add_argument("--deepgemm", required=True)
+    ap.add_argument("--dtype", default="f32", help="our logits dtype (f32 or bf16; DeepGEMM's fp32 or bf16)")
+    args = ap.parse_args()
+    ours = load_ours(args.ours, args.dtype)
+    dg = load_deepgemm(args.deepgemm, {"f32": "fp32", "bf16": "bf16"}[args.dtype])
+    lengths = sorted({k[3] for k in ours})
+    print("| next_n | H | B | " + " | ".join(label(x) for x in lengths) + " |")
+    print("|---|---|---|" + "---|" * len(lengths))
+    ratios = {}
+    for nn, h, b in sorted({k[:3] for k in ours}, key=lambda k: (k[0], -k[1], k[2])):
+        cells = []
+        for length in lengths:
+            us = ours.get((nn, h, b, length, False))
+            ref = dg.get((nn, h, b, length))
+            if us is None:
+                cells.append("")
+            elif ref is None:
+                cells.append(f"{us:.1f} / -")
+            else:
+                ratios.setdefault(nn, []).append(ref / us)
+                cells.append(f"{us:.1f} / {ref:.1f} ({ref / us:.2f})")
+        print(f"| {nn} | {h} | {b} | " + " | ".join(cells) + " |")
+    print()
+    for nn, rs in sorted(ratios.items()):
+        print(f"next_n {nn}: DeepGEMM / ours median {statistics.median(rs):.2f} (min {min(rs):.2f}, max {max(rs):.2f}, "
+              f"{sum(r >= 1.0 for r in rs)} of {len(rs)} cells >= 1)")
+    overhead = [(ours[k[:4] + (True,)] - us, ours[k[:4] + (True,)] / us, k) for k, us in ours.items()
+                if not k[4] and k[:4] + (True,) in ours]
+    if overhead:
+        rel = sorted(o[1] for o in overhead)
+        worst = max(overhead, key=lambda o: o[0])
+        print(f"histogram: median overhead {100 * (statistics.median(rel) - 1):.1f} %, max {100 * (rel[-1] - 1):.1f} %, "
+              f"largest {worst[0]:.2f} us (next_n {worst[2][0]} H {worst[2][1]} B {worst[2][2]} L {worst[2][3]}), "
+              f"{sum(o[0] <= 1.0 for o in overhead)} of {len(overhead)} cells <= 1 us")
+
+
+if __name__ == "__main__":
+    main()
