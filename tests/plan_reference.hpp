@@ -8,6 +8,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/reference.hpp"
 #include "logits_check.hpp"
+#include "parallel_reference.hpp"
 
 namespace flash_indexer::test {
 
@@ -16,7 +17,7 @@ inline std::vector<std::int32_t> plan_reference_indices(const check::LogitsCase&
   check::HostInputs wide = in;
   wide.width = width;  // the plan's logits width
   const auto ref_view = wide.reference_view(lc);
-  const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
+  const std::vector<double> ref = check::paged_mqa_logits_reference(ref_view);
   std::vector<float> rounded(ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(pc.logits, static_cast<float>(ref[i]));
   const std::int64_t rows = static_cast<std::int64_t>(in.batch) * pc.next_n;

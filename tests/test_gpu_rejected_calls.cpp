@@ -14,6 +14,7 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/reference.hpp"
 #include "logits_check.hpp"
+#include "parallel_reference.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -266,7 +267,7 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
   plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, good.indices, stream);
   test::gpu_session().synchronize();
   const auto ref_view = in.reference_view(sized);
-  const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
+  const std::vector<double> ref = ck::paged_mqa_logits_reference(ref_view);
   std::vector<float> rounded(ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(pc.logits, static_cast<float>(ref[i]));
   std::vector<std::int64_t> lengths;

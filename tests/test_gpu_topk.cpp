@@ -12,6 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
 #include "logits_check.hpp"
+#include "parallel_reference.hpp"
 #include "test_support.hpp"
 #include "topk_check.hpp"
 
@@ -258,7 +259,7 @@ TEST_CASE("gpu: logits + histogram -> top-k end to end equals the reference", "[
         test::gpu_session().synchronize();
 
         const auto ref_view = in.reference_view(lc);
-        const std::vector<double> ref = reference::paged_mqa_logits(ref_view);
+        const std::vector<double> ref = ck::paged_mqa_logits_reference(ref_view);
         std::vector<float> rounded(ref.size());
         for (std::size_t i = 0; i < ref.size(); ++i) rounded[i] = reference::round_to(dtype, static_cast<float>(ref[i]));
         std::vector<std::int64_t> lengths;

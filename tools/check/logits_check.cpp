@@ -11,6 +11,7 @@
 
 #include "kernel_key.hpp"
 #include "kernel_registry.hpp"
+#include "parallel_reference.hpp"
 #include "paged_mqa_logits_call.hpp"
 
 namespace flash_indexer::check {
@@ -334,7 +335,7 @@ double tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t
 Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu) {
   Comparison out;
   std::vector<double> magnitude;
-  const std::vector<double> ref = reference::paged_mqa_logits(in.reference_view(c), &magnitude);
+  const std::vector<double> ref = paged_mqa_logits_reference(in.reference_view(c), &magnitude);
   const auto& cfg = c.config;
   // FP32 rounding of any summation order: (H + D + 4) * 2^-24 of the magnitude. The sm90 kernel's dot
   // products come from FP8 tensor cores, whose accumulation is narrower than FP32: where FP32 rounding

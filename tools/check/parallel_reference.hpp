@@ -1,0 +1,19 @@
+#pragma once
+// reference::paged_mqa_logits over all cores, for the GPU tests' and `check`'s large cases: the requests
+// are computed on their own (a one-request view of the inputs each) by as many threads as the machine
+// has, so every logit is the same double as the serial reference gives, in a fraction of the time (the
+// decode-plan tests spent most of their minutes in the serial reference).
+#include <vector>
+
+#include "flash_indexer/reference.hpp"
+
+namespace flash_indexer::check {
+
+// The inputs of request b alone (batch 1), pointing into `in`'s buffers.
+reference::PagedMqaLogitsInputs one_request(const reference::PagedMqaLogitsInputs& in, int b);
+
+// Equal to reference::paged_mqa_logits(in, magnitude), element for element.
+std::vector<double> paged_mqa_logits_reference(const reference::PagedMqaLogitsInputs& in,
+                                               std::vector<double>* magnitude = nullptr);
+
+}  // namespace flash_indexer::check
