@@ -1,14 +1,17 @@
-// check::paged_mqa_logits_reference, the request-parallel reference the GPU tests and `check` use,
-// against the serial reference::paged_mqa_logits: the same bytes, logits and bounds, for FP8 and MXFP4
-// caches, 2-D and 1-D lengths (zeros included), a NaN weight and slots without a valid block.
+// check::paged_mqa_logits_reference and check::mqa_logits_reference, the parallel references the GPU
+// tests and `check` use, against the serial reference::paged_mqa_logits and reference::mqa_logits: the
+// same bytes, logits and bounds (paged: FP8 and MXFP4 caches, 2-D and 1-D lengths with zeros, a NaN
+// weight, slots without a valid block; prefill: windows of every kind, more tokens than runs).
 #include "catch_compat.hpp"
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "flash_indexer/reference.hpp"
 #include "logits_check.hpp"
 #include "parallel_reference.hpp"
+#include "prefill_inputs.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -55,5 +58,18 @@ TEST_CASE("the request-parallel paged reference gives the serial reference's byt
     CHECK(same_bytes(serial, parallel));
     CHECK(same_bytes(bound_serial, bound_parallel));
     CHECK(same_bytes(serial, ck::paged_mqa_logits_reference(view)));
+  }
+}
+
+TEST_CASE("the token-parallel prefill reference gives the serial reference's bytes", "[reference]") {
+  std::mt19937_64 rng(test::fresh_seed());
+  for (const int tokens : {1, 7, 150}) {
+    const ck::PrefillProblem p = ck::make_prefill_problem(tokens, 16, 64, 700, rng);
+    INFO("T " << tokens);
+    std::vector<double> bound_serial, bound_parallel;
+    const std::vector<double> serial = reference::mqa_logits(p.reference_inputs(), &bound_serial);
+    const std::vector<double> parallel = ck::mqa_logits_reference(p.reference_inputs(), &bound_parallel);
+    CHECK(same_bytes(serial, parallel));
+    CHECK(same_bytes(bound_serial, bound_parallel));
   }
 }

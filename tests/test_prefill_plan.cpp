@@ -12,6 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/prefill_plan.hpp"
 #include "flash_indexer/reference.hpp"
+#include "parallel_reference.hpp"
 #include "prefill_inputs.hpp"
 #include "test_support.hpp"
 
@@ -76,7 +77,7 @@ void check_plan(LogitsDType logits, bool relative, std::uint64_t seed) {
   const PrefillPlan plan(c);
   CHECK(plan.chunk_tokens() == 7);
 
-  const std::vector<double> ref = reference::mqa_logits(p.reference_inputs());
+  const std::vector<double> ref = ck::mqa_logits_reference(p.reference_inputs());
   std::vector<float> stored(ref.size());
   for (std::size_t i = 0; i < ref.size(); ++i) stored[i] = reference::round_to(logits, static_cast<float>(ref[i]));
   std::vector<std::int64_t> starts(p.ks.begin(), p.ks.end()), ends(p.ke.begin(), p.ke.end());

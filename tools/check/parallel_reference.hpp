@@ -1,8 +1,8 @@
 #pragma once
-// reference::paged_mqa_logits over all cores, for the GPU tests' and `check`'s large cases: the requests
-// are computed on their own (a one-request view of the inputs each) by as many threads as the machine
-// has, so every logit is the same double as the serial reference gives, in a fraction of the time (the
-// decode-plan tests spent most of their minutes in the serial reference).
+// The CPU reference logits over all cores, for the GPU tests' and `check`'s large cases: requests (paged)
+// or runs of query tokens (prefill) are computed on their own, each through a view of the inputs, by as
+// many threads as the machine has, so every logit is the same double as the serial reference gives, in a
+// fraction of the time (the decode-plan tests spent most of their minutes in the serial reference).
 #include <vector>
 
 #include "flash_indexer/reference.hpp"
@@ -15,5 +15,11 @@ reference::PagedMqaLogitsInputs one_request(const reference::PagedMqaLogitsInput
 // Equal to reference::paged_mqa_logits(in, magnitude), element for element.
 std::vector<double> paged_mqa_logits_reference(const reference::PagedMqaLogitsInputs& in,
                                                std::vector<double>* magnitude = nullptr);
+
+// Tokens [first, first + count) alone, pointing into `in`'s buffers (the keys stay whole).
+reference::MqaLogitsInputs token_range(const reference::MqaLogitsInputs& in, int first, int count);
+
+// Equal to reference::mqa_logits(in, magnitude), element for element.
+std::vector<double> mqa_logits_reference(const reference::MqaLogitsInputs& in, std::vector<double>* magnitude = nullptr);
 
 }  // namespace flash_indexer::check

@@ -9,6 +9,7 @@
 
 #include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/reference.hpp"
+#include "parallel_reference.hpp"
 #include "prefill_inputs.hpp"
 
 namespace flash_indexer::check {
@@ -24,7 +25,7 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
   const int T = c.tokens, N = c.keys;
   const PrefillProblem pb = make_prefill_problem(T, c.config.heads, c.config.head_dim, N, rng);
   const reference::MqaLogitsInputs in = pb.reference_inputs();
-  const std::vector<double> ref = reference::mqa_logits(in);
+  const std::vector<double> ref = mqa_logits_reference(in);
 
   const std::size_t elem = c.config.logits == LogitsDType::f32 ? 4 : 2;
   const std::int64_t stride = N + 8;  // the row padding must stay poisoned
