@@ -53,6 +53,16 @@ __device__ __forceinline__ void convert_mxfp4_block(const unsigned char* raw, un
   sm90::fence_proxy_async();
 }
 
+// lens[j] for a j known only at run time, without a dynamically indexed (local memory) array.
+template <int kNextN>
+__device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
+  int len = lens[0];
+#pragma unroll
+  for (int jj = 1; jj < kNextN; ++jj)
+    if (jj == j) len = lens[jj];
+  return len;
+}
+
 // kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 in shared memory
 // (mxfp4_e4m3.cuh): the query once per CTA with its heads' factors folded into their weights, each
 // block by the consumer that takes it, after which the math is the FP8 path's.
@@ -187,10 +197,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           const int s = s0 + e % 64;
           if (s >= p.width) continue;
           const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
-          int len = lens[0];  // lens[j] without a dynamically indexed (local memory) array
-#pragma unroll
-          for (int jj = 1; jj < kNextN; ++jj)
-            if (jj == j) len = lens[jj];
+          const int len = length_of_row(lens, j);
           if (s >= len) {
             if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
             continue;
@@ -269,10 +276,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         for (int n = 0; n < Tile::kOwned; ++n) {
           const int j = 2 * n + quad / 2;  // the row of value n (Tile::hand_off)
           if (2 * n + 1 < kNextN || quad < 2) {
-            int len = lens[0];  // lens[j] without a dynamically indexed (local memory) array
-#pragma unroll
-            for (int jj = 1; jj < kNextN; ++jj)
-              if (jj == j) len = lens[jj];
+            const int len = length_of_row(lens, j);
             const int bin = s < len && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
             if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
           }
