@@ -43,7 +43,6 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
 
   const DecodeBenchOptions& so = o.shapes;
   const std::vector<DecodeShape> shapes = decode_shapes(so);
-  constexpr int kDim = 128;
   const int max_batch = *std::max_element(so.batches.begin(), so.batches.end());
   const int max_length = *std::max_element(so.lengths.begin(), so.lengths.end());
   const int max_next_n = *std::max_element(so.next_ns.begin(), so.next_ns.end());
@@ -71,7 +70,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
     try {
       gpu.emplace(rank);
       nccl::check(api.ncclCommInitRank(&comm, o.ranks, id, rank), "ncclCommInitRank");
-      inputs.emplace(max_batch, max_length, max_next_n, max_heads, kDim, KvFormat::fp8, rng);
+      inputs.emplace(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, KvFormat::fp8, rng);
     } catch (...) {
       fail();
     }
@@ -88,14 +87,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
             drawn_batch = s.batch;
             drawn_length = s.length;
           }
-          pc.max_batch = s.batch;
-          pc.next_n = s.next_n;
-          pc.heads = s.heads;
-          pc.head_dim = kDim;
-          pc.k = so.k;
-          pc.logits = s.dtype;
-          pc.max_context = inputs->width();
-          pc.histogram = s.histogram;
+          pc = decode_plan_config(s, so.k, inputs->width());
           DecodePlanConfig dc = pc;
           dc.dcp = layout;
           plan.emplace(dc, comm);
@@ -151,15 +143,10 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     const DecodeShape& s = shapes[i];
     DcpDecodeBenchRow r;
-    r.heads = s.heads;
-    r.next_n = s.next_n;
-    r.batch = s.batch;
-    r.length = s.length;
+    r.shape = s;
     r.k = so.k;
     r.ranks = o.ranks;
     r.interleave = o.interleave;
-    r.dtype = s.dtype;
-    r.histogram = s.histogram;
     double blocks = 0;
     for (const RankTimes& t : times) {
       r.us = std::max(r.us, t.us[i]);
@@ -167,7 +154,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
       blocks = std::max(blocks, t.kv_blocks[i]);
     }
     r.one_gpu_us = times[0].one_gpu_us[i];
-    r.kv_bytes = blocks * (kDim + 4) * 64;
+    r.kv_bytes = blocks * (kDecodeHeadDim + 4) * 64;
     r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
     out.push_back(r);
     if (on_row) on_row(r);

@@ -17,9 +17,8 @@ struct DcpDecodeBenchOptions {
 };
 
 struct DcpDecodeBenchRow {
-  int heads = 0, next_n = 0, batch = 0, length = 0, k = 0, ranks = 0, interleave = 0;
-  LogitsDType dtype = LogitsDType::f32;
-  bool histogram = false;
+  DecodeShape shape;  // pdl: off
+  int k = 0, ranks = 0, interleave = 0;
   double us = 0;          // DcpDecodePlan::run: the slowest rank's median
   double local_us = 0;    // the rank's DecodePlan alone (logits + local top-k): the slowest rank's median
   double one_gpu_us = 0;  // one DecodePlan over the whole cache on GPU 0

@@ -22,15 +22,28 @@ std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& o) {
   return out;
 }
 
+DecodePlanConfig decode_plan_config(const DecodeShape& s, int k, std::int64_t max_context) {
+  DecodePlanConfig pc;
+  pc.max_batch = s.batch;
+  pc.next_n = s.next_n;
+  pc.heads = s.heads;
+  pc.head_dim = kDecodeHeadDim;
+  pc.k = k;
+  pc.logits = s.dtype;
+  pc.max_context = max_context;
+  pc.histogram = s.histogram;
+  pc.pdl = s.pdl;
+  return pc;
+}
+
 std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& o, double read_bandwidth,
                                              const std::function<void(const DecodeBenchRow&)>& on_row) {
   std::mt19937_64 rng(o.seed);
-  constexpr int kDim = 128;
   const int max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int max_length = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
   const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
-  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDim, KvFormat::fp8, rng);
+  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, KvFormat::fp8, rng);
   check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
@@ -40,16 +53,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       drawn_batch = s.batch;
       drawn_length = s.length;
     }
-    DecodePlanConfig pc;
-    pc.max_batch = s.batch;
-    pc.next_n = s.next_n;
-    pc.heads = s.heads;
-    pc.head_dim = kDim;
-    pc.k = o.k;
-    pc.logits = s.dtype;
-    pc.max_context = inputs.width();
-    pc.histogram = s.histogram;
-    pc.pdl = s.pdl;
+    const DecodePlanConfig pc = decode_plan_config(s, o.k, inputs.width());
     const DecodePlan plan(pc);
     const auto q = inputs.q(s.next_n, s.heads);
     const auto kv = inputs.kv_cache();
@@ -59,14 +63,8 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
     const std::int64_t rows = static_cast<std::int64_t>(s.batch) * s.next_n;
     const auto iv = TensorView::contiguous(indices.data(), DType::i32, {rows, o.k});
     DecodeBenchRow r;
-    r.heads = s.heads;
-    r.next_n = s.next_n;
-    r.batch = s.batch;
-    r.length = s.length;
+    r.shape = s;
     r.k = o.k;
-    r.dtype = s.dtype;
-    r.histogram = pc.histogram;
-    r.pdl = pc.pdl;
     r.us = time_graph(gpu, [&](CUstream st) { plan.run(q, kv, w, lens, table, iv, st); }, o.replays).median_us;
     // The logits step as run() launches it: with the histogram only where the top-k streams.
     PagedMqaLogitsOptions lo;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "gpu_session.hpp"
 
@@ -24,25 +25,28 @@ struct DecodeBenchOptions {
   std::uint64_t seed = 1;
 };
 
-struct DecodeBenchRow {
-  int heads = 0, next_n = 0, batch = 0, length = 0, k = 0;
+constexpr int kDecodeHeadDim = 128;  // D of every decode benchmark cell
+
+// The cells of a sweep, in the order the benchmarks run them (the inputs are redrawn when batch or
+// length changes).
+struct DecodeShape {
+  int heads = 0, next_n = 0, batch = 0, length = 0;
   LogitsDType dtype = LogitsDType::f32;
-  bool histogram = false;
-  bool pdl = false;
+  bool histogram = false, pdl = false;
+};
+std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& options);
+// The plan of one cell over logits `max_context` wide.
+DecodePlanConfig decode_plan_config(const DecodeShape& shape, int k, std::int64_t max_context);
+
+struct DecodeBenchRow {
+  DecodeShape shape;
+  int k = 0;
   double us = 0;         // DecodePlan::run
   double logits_us = 0;  // the logits kernel alone (with the histogram when on)
   double kv_bytes = 0;   // KV blocks read (keys and scales)
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };
 
-// The cells of a sweep, in the order the benchmarks run them (the inputs are redrawn when batch or
-// length changes).
-struct DecodeShape {
-  int heads, next_n, batch, length;
-  LogitsDType dtype;
-  bool histogram, pdl;
-};
-std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& options);
 
 std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& options,
                                              double read_bandwidth,

@@ -105,6 +105,12 @@ int cmd_bench_topk(const Args& args) {
 
 namespace {
 
+// The JSON fields of a decode cell that both decode benchmarks write.
+nlohmann::json shape_json(const fi::bench::DecodeShape& s, int k) {
+  return {{"heads", s.heads}, {"next_n", s.next_n}, {"batch", s.batch}, {"length", s.length}, {"k", k},
+          {"logits", fi::logits_name(s.dtype)}, {"histogram", s.histogram}};
+}
+
 int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int interleave, const Args& args) {
   namespace bn = fi::bench;
   bn::DcpDecodeBenchOptions o;
@@ -118,13 +124,15 @@ int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int
               "us", "local_us", "gather_us", "one_gpu", "kv_floor", "x_kv");
   nlohmann::json json = nlohmann::json::array();
   bn::run_dcp_decode_bench(o, bandwidth, [&](const bn::DcpDecodeBenchRow& r) {
-    std::printf("%3d %3d %5d %7d %4s %4d %3d %4d %9.2f %9.2f %10.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch,
-                r.length, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ranks, r.interleave, r.us, r.local_us,
+    const bn::DecodeShape& s = r.shape;
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %4d %9.2f %9.2f %10.2f %9.2f %9.2f %6.2f\n", s.heads, s.next_n, s.batch,
+                s.length, fi::logits_name(s.dtype), s.histogram ? 1 : 0, r.ranks, r.interleave, r.us, r.local_us,
                 r.us - r.local_us, r.one_gpu_us, r.kv_floor_us, r.us / r.kv_floor_us);
-    json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
-                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"ranks", r.ranks},
-                    {"interleave", r.interleave}, {"us", r.us}, {"local_us", r.local_us}, {"one_gpu_us", r.one_gpu_us},
-                    {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us}, {"read_bandwidth", bandwidth}});
+    nlohmann::json row = shape_json(s, r.k);
+    row.update({{"ranks", r.ranks}, {"interleave", r.interleave}, {"us", r.us}, {"local_us", r.local_us},
+                {"one_gpu_us", r.one_gpu_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
+                {"read_bandwidth", bandwidth}});
+    json.push_back(row);
   });
   std::fflush(stdout);
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
@@ -155,14 +163,15 @@ int cmd_bench_decode(const Args& args) {
               "logits_us", "topk_us", "kv_floor", "x_kv");
   nlohmann::json json = nlohmann::json::array();
   bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
-    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %9.2f %6.2f\n", r.heads, r.next_n, r.batch, r.length,
-                fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.pdl ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us,
+    const bn::DecodeShape& s = r.shape;
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %9.2f %6.2f\n", s.heads, s.next_n, s.batch, s.length,
+                fi::logits_name(s.dtype), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.logits_us, r.us - r.logits_us,
                 r.kv_floor_us, r.us / r.kv_floor_us);
     std::fflush(stdout);
-    json.push_back({{"heads", r.heads}, {"next_n", r.next_n}, {"batch", r.batch}, {"length", r.length}, {"k", r.k},
-                    {"logits", fi::logits_name(r.dtype)}, {"histogram", r.histogram}, {"pdl", r.pdl}, {"us", r.us},
-                    {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
-                    {"read_bandwidth", bandwidth}});
+    nlohmann::json row = shape_json(s, r.k);
+    row.update({{"pdl", s.pdl}, {"us", r.us}, {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes},
+                {"kv_floor_us", r.kv_floor_us}, {"read_bandwidth", bandwidth}});
+    json.push_back(row);
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
   return 0;
