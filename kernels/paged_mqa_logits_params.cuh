@@ -53,6 +53,9 @@ struct PagedMqaLogitsSm90Params {
   TensorMap kv_map;  // uint8 {head_dim, 64 tokens, num_blocks}, strides {head_dim, block stride} bytes
   TensorMap q_map;   // uint8 {head_dim, B * next_n * heads}
   int blocks_per_split;
+  // Nonzero: the producer issues the query and the first stages before the CTA's barrier, in kernels
+  // that have the code for it (runtime/sm90_split.hpp, sm90_fill_before_barrier, says where).
+  int fill_before_barrier;
 };
 
 constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)

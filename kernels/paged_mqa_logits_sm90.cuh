@@ -6,7 +6,8 @@
 // split's block ids in shared memory (one coalesced load), then one thread loads the request's Q tile
 // once and streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
 // FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales), each completing on a
-// "full" mbarrier. The consumer warpgroups (2 or 4, sm90_consumers) take the
+// "full" mbarrier; where the host asks (runtime/sm90_split.hpp) it fills the first stages before the
+// CTA's barrier. The consumer warpgroups (2 or 4, sm90_consumers) take the
 // blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
 //
 //   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0),  S = K * Q^T by wgmma
@@ -87,6 +88,40 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 
   const int tid = threadIdx.x;
   const int b = blockIdx.y;
+  const int first = blockIdx.x * params.blocks_per_split;
+  const int warpgroup = tid / 128;
+  const bool producer_warp = tid / 32 == kSm90Consumers * 4;
+  const bool producer_thread = tid == kSm90Consumers * 128;
+
+  // Requested before the lengths arrive, so that the latencies of the first global loads overlap
+  // instead of adding up ahead of the first TMA (a short split's time is mostly that chain): the
+  // split's block ids, one coalesced load by the producer warp (ids past the live blocks are read but
+  // never used; read one by one ahead of each TMA, a load's latency per block would bound the stream),
+  // this thread's head weight, and the key tensor map. Not where the consumers take registers from the
+  // producer warpgroup (next_n 2 H 64, next_n 3 H 32, four consumers of MXFP4): their registers are at
+  // the limit. There, with these loads first (or the map prefetched before the barrier, or the stages
+  // filled early, below) ptxas spilled the block count at next_n 3 H 32 (6 % slower in long grids,
+  // device run 133), and next_n 2 H 64 measured 1-2 % slower in long grids (runs 131-132); so they come
+  // after the lengths there, as before.
+  constexpr bool kEarly = !sm90_moves_registers(kNextN, kHeads, kMxfp4);
+  static_assert(kSm90MaxBlocksPerSplit == 64, "two block ids per lane");
+  static_assert(kN <= kSm90Threads, "one weight per thread");
+  int ids[2] = {-1, -1};
+  float weight = 0.0f;
+  auto load_ids_and_weight = [&](int blocks) {
+    if (producer_warp) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int i = tid % 32 + 32 * h;
+        if (i < blocks && first + i < p.max_blocks)
+          ids[h] = p.block_table[static_cast<long long>(b) * p.block_table_stride + first + i];
+      }
+    }
+    if (tid < kN) weight = p.weights[static_cast<long long>(b) * kN + tid];
+    if (kEarly && !kMxfp4 && producer_thread) sm90::prefetch_tensor_map(&params.kv_map);
+  };
+  if constexpr (kEarly) load_ids_and_weight(params.blocks_per_split);
+
   int lens[kNextN];
   int max_len = 0;
 #pragma unroll
@@ -94,7 +129,6 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     lens[j] = row_length<kNextN>(p, b, j);
     max_len = max(max_len, lens[j]);
   }
-  const int first = blockIdx.x * params.blocks_per_split;
   const int live_blocks = (max_len + 63) / 64;
   const int count = max(0, min(first + params.blocks_per_split, live_blocks) - first);
 
@@ -108,34 +142,60 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     }
   }
   if (count == 0) return;
+  if constexpr (!kEarly) load_ids_and_weight(count);
 
-  // The split's block ids, one coalesced load by the producer warp issued before the prologue: read
-  // one by one ahead of each TMA, a global load's latency per block bounds the stream (one producer
-  // per SM at N = 128).
-  const int warpgroup = tid / 128;
-  const bool producer_warp = tid / 32 == kSm90Consumers * 4;
-  static_assert(kSm90MaxBlocksPerSplit == 64, "two block ids per lane");
-  int ids[2] = {-1, -1};
-  if (producer_warp) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int i = tid % 32 + 32 * h;
-      const int block_index = first + i;
-      if (i < count && block_index < p.max_blocks)
-        ids[h] = p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index];
+  // Block i of the split into stage i % kSm90Stages (the stage is free: its previous block released).
+  auto issue_block = [&](int i) {
+    const int stage = i % kSm90Stages;
+    const int id = sm.block_ids[i];
+    const bool valid = id >= 0 && id < p.num_blocks;
+    sm.invalid[stage] = !valid;
+    if (valid && kMxfp4) {  // the block as it is; its consumer converts it
+      sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kMxfp4BlockBytes);
+      sm90::bulk_load(sm.k + stage * kMxfp4BlockBytes, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride,
+                      kMxfp4BlockBytes, &sm.full[stage]);
+    } else if (valid) {
+      sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
+      sm90::tma_load_3d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, 0, id);
+      sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
+                      64 * 4, &sm.full[stage]);
+    } else {
+      sm90::mbarrier_arrive(&sm.full[stage]);
     }
-  }
-
-  if (tid == 0) sm.init_barriers();
+  };
+  auto issue_query = [&] {
+    if constexpr (!kMxfp4) {
+      sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
+      sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, b * kN);
+    }
+  };
+  // Where the host asks for it (and kEarly), the producer thread issues the query and fills the first
+  // stages before the CTA's barrier (nobody waits on the mbarriers before it, and the thread that
+  // initialized them may use them at once), so that the first keys are on their way while the CTA
+  // sets up.
+  const bool early = kEarly && params.fill_before_barrier != 0;
+  const int prologue_blocks = early ? min(count, kSm90Stages) : 0;
+  auto stage_ids_and_start = [&] {
+    if (producer_warp) {
+      sm.block_ids[tid % 32] = ids[0];
+      sm.block_ids[tid % 32 + 32] = ids[1];
+      __syncwarp();
+      if (producer_thread) {
+        sm.init_barriers();
+        if (early) issue_query();
+        for (int i = 0; i < prologue_blocks; ++i) issue_block(i);
+      }
+    }
+  };
+  if constexpr (kEarly) stage_ids_and_start();
   if constexpr (kHistogram)
     for (int i = tid; i < kNextN * kCoarseBins; i += kSm90Threads) sm.hist[i] = 0;
-  for (int i = tid; i < kN; i += kSm90Threads) {
-    float w = p.weights[static_cast<long long>(b) * kN + i];
+  if (tid < kN) {
     if constexpr (kMxfp4) {  // the head's factor 2^(M - 133), unless its dots are NaN (then its row is zeros)
-      const Mxfp4Exponents e = mxfp4_exponents(static_cast<unsigned int>(p.q_scales[static_cast<long long>(b) * kN + i]));
-      if (!e.nan) w *= exact_power_of_two(e.largest - 133);
+      const Mxfp4Exponents e = mxfp4_exponents(static_cast<unsigned int>(p.q_scales[static_cast<long long>(b) * kN + tid]));
+      if (!e.nan) weight *= exact_power_of_two(e.largest - 133);
     }
-    sm.weights[i] = w;
+    sm.weights[tid] = weight;
   }
   if constexpr (kMxfp4) {
     // The query as E4M3 in the tile the TMA fills on the FP8 path: one (row, exponent group) per step.
@@ -151,38 +211,17 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     }
     sm90::fence_proxy_async();  // before the barrier below: the consumers' wgmma reads it
   }
-  if (producer_warp) {
-    sm.block_ids[tid % 32] = ids[0];
-    sm.block_ids[tid % 32 + 32] = ids[1];
-  }
+  if constexpr (!kEarly) stage_ids_and_start();
   __syncthreads();
 
   if (warpgroup == kSm90Consumers) {
     if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_dec<sm90_producer_registers(kMxfp4)>();
-    if (tid == kSm90Consumers * 128) {  // the producer thread
-      if constexpr (!kMxfp4) {
-        sm90::prefetch_tensor_map(&params.kv_map);
-        sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
-        sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, b * kN);
-      }
-      for (int i = 0; i < count; ++i) {
-        const int stage = i % kSm90Stages;
-        if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kSm90Stages) - 1) & 1);
-        const int id = sm.block_ids[i];
-        const bool valid = id >= 0 && id < p.num_blocks;
-        sm.invalid[stage] = !valid;
-        if (valid && kMxfp4) {  // the block as it is; its consumer converts it
-          sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kMxfp4BlockBytes);
-          sm90::bulk_load(sm.k + stage * kMxfp4BlockBytes, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride,
-                          kMxfp4BlockBytes, &sm.full[stage]);
-        } else if (valid) {
-          sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
-          sm90::tma_load_3d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, 0, id);
-          sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
-                          64 * 4, &sm.full[stage]);
-        } else {
-          sm90::mbarrier_arrive(&sm.full[stage]);
-        }
+    if (producer_thread) {
+      if constexpr (!kEarly && !kMxfp4) sm90::prefetch_tensor_map(&params.kv_map);
+      if (!early) issue_query();
+      for (int i = prologue_blocks; i < count; ++i) {
+        if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[i % kSm90Stages], ((i / kSm90Stages) - 1) & 1);
+        issue_block(i);
       }
     } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
       static_assert(kSm90Stages % kSm90StoreWarps == 0 && kSm90Stages % kSm90Consumers == 0, "stage ownership");

@@ -208,6 +208,8 @@ void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall
   launch.sm90_params.blocks_per_split = blocks_per_split;
   launch.grid_x = (call.width_blocks + blocks_per_split - 1) / blocks_per_split;
   launch.grid_y = call.batch;
+  launch.sm90_params.fill_before_barrier =
+      sm90_fill_before_barrier(static_cast<std::int64_t>(launch.grid_x) * launch.grid_y, launch.kernel->multiprocessors, launch.kernel->ctas_per_sm);
 }
 
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream) {

@@ -71,12 +71,16 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
     c.seed = rng();
     require_pass(ck::run_logits_case(session(), c));
   }
-  if (config.variant == PagedMqaLogitsVariant::sm90) {  // CTAs of 16 blocks: each consumer takes 4-8 of them
+  if (config.variant == PagedMqaLogitsVariant::sm90) {
+    // CTAs of 16 blocks: each consumer takes 4-8 of them. The producer starts after the CTA's barrier
+    // here (the library's choice for long grids at one CTA per SM); every case above is one wave, where
+    // it fills its first stages before the barrier.
     ck::LogitsCase c;
     c.config = config;
     c.lens_2d = false;
     c.lengths = {(2 * 16 + 5) * 64 + static_cast<int>(rng() % 64), 17 * 64 - 1};
     c.blocks_per_split = 16;
+    c.fill_before_barrier = 0;
     c.seed = rng();
     require_pass(ck::run_logits_case(session(), c));
   }
@@ -212,11 +216,13 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
       ck::DeviceInputs d = ck::upload(in, c);
       const ck::LogitsViews v = ck::views(d, in, c);
       const std::vector<std::uint8_t> automatic = ck::logits_bytes(session(), c, d, v);
-      for (const int blocks : {1, 6, 11, 16, 64}) {
-        INFO(blocks << " blocks per CTA");
-        c.blocks_per_split = blocks;
-        CHECK(ck::logits_bytes(session(), c, d, v) == automatic);
-      }
+      for (const int blocks : {1, 6, 11, 16, 64})
+        for (const int early : {0, 1}) {  // the producer's first stages after / before the CTA's barrier
+          INFO(blocks << " blocks per CTA, fill_before_barrier " << early);
+          c.blocks_per_split = blocks;
+          c.fill_before_barrier = early;
+          CHECK(ck::logits_bytes(session(), c, d, v) == automatic);
+        }
     }
 }
 

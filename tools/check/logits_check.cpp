@@ -60,7 +60,7 @@ std::string describe(const LogitsCase& c) {
   std::string lens;
   for (std::size_t i = 0; i < c.lengths.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(c.lengths[i]);
   if (c.lengths.size() > 12) lens += ",...";
-  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{} seed {}",
+  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{}{} seed {}",
                      c.config.variant == PagedMqaLogitsVariant::portable ? "portable "
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
                                                                            : "",
@@ -70,7 +70,9 @@ std::string describe(const LogitsCase& c) {
                      c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
                      c.wide_values ? " wide" : c.exact_values ? " exact" : "",
                      c.nan_weight_row >= 0 ? " nan-weight" : c.wide_weights ? " wide-weights" : "",
-                     c.blocks_per_split > 0 ? fmt::format(" {} blocks per CTA", c.blocks_per_split) : "", c.seed);
+                     c.blocks_per_split > 0 ? fmt::format(" {} blocks per CTA", c.blocks_per_split) : "",
+                     c.fill_before_barrier == 0 ? " filled after the barrier" : c.fill_before_barrier == 1 ? " filled before the barrier" : "",
+                     c.seed);
 }
 
 reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
@@ -431,6 +433,7 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
       throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
                               c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
     set_blocks_per_split(launch, call, c.blocks_per_split);
+    if (c.fill_before_barrier >= 0) launch.sm90_params.fill_before_barrier = c.fill_before_barrier;
     enqueue(launch, gpu.stream());
   } else {
     paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);

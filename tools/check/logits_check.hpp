@@ -31,6 +31,9 @@ struct LogitsCase {
   // that short inputs still run CTAs whose consumers take many blocks each (the ring wraps, the MXFP4
   // scale sets are reused).
   int blocks_per_split = 0;
+  // With blocks_per_split: 0 / 1 forces where the producer starts (after / before the CTA's barrier,
+  // PagedMqaLogitsSm90Params::fill_before_barrier); -1 leaves the library's choice.
+  int fill_before_barrier = -1;
   std::uint64_t seed = 1;
 };
 
