@@ -74,7 +74,7 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
   if (config.variant == PagedMqaLogitsVariant::sm90) {
     // CTAs of 16 blocks: each consumer takes 4-8 of them. The producer starts after the CTA's barrier
     // here (the library's choice for long grids at one CTA per SM); every case above is one wave, where
-    // it fills its first stages before the barrier.
+    // the kernels that can fill their first stages before the barrier do.
     ck::LogitsCase c;
     c.config = config;
     c.lens_2d = false;

@@ -41,7 +41,7 @@ TEST_CASE("sm90 split: the first stages are filled before the CTA barrier except
   // Two or more CTAs per SM: always (device runs 130-132: faster at small B, neutral at large).
   CHECK(sm90_fill_before_barrier(1, 132, 2));
   CHECK(sm90_fill_before_barrier(100000, 132, 3));
-  // One per SM (four consumers): only a grid of one wave (next_n 2 H 64 B 64 x 128K: 3-6 % slower).
+  // One per SM (N 72-256): only a grid of one wave (next_n 2 H 64 B 64 x 128K: 3-6 % slower otherwise).
   CHECK(sm90_fill_before_barrier(128, 132, 1));
   CHECK(sm90_fill_before_barrier(132, 132, 1));
   CHECK_FALSE(sm90_fill_before_barrier(133, 132, 1));
