@@ -13,8 +13,8 @@ import json
 import statistics
 
 # Fields that a run measures (they differ between runs of one build), not part of a cell's identity.
-MEASURED = {"us", "gbps", "bandwidth_fraction", "tflops", "floor_us", "read_bandwidth", "portable_us", "x_floor",
-            "speedup", "sampled", "passes", "us_hist", "us_separate", "bytes_per_s"}
+# (Floats never are; these are the integers among them: the top-k rows' reports depend on the build.)
+MEASURED = {"us", "sampled_rows", "extra_pass_rows"}
 GROUP_CANDIDATES = ("next_n", "heads", "rows", "dtype", "logits", "tokens")
 
 
