@@ -22,12 +22,13 @@ constexpr std::int64_t kSm90MaxRoundedWaves = 8;
 
 // Whether the producer issues the query and fills its first stages before the CTA's barrier
 // (PagedMqaLogitsSm90Params::fill_before_barrier; kernels whose consumers move registers never do,
-// paged_mqa_logits_sm90.cuh says why). Device runs 130-132 (H200, FP32 logits, cold L2): before is
-// 2-7 % faster wherever a CTA's setup latency shows (B 1-8: next_n 1 H 64 B 1 x 32K 8.67 -> 8.22 us,
-// next_n 2 H 64 B 1 x 32K 9.12 -> 8.45) and neutral in the large grids of two CTAs per SM, but 3-6 %
-// slower in grids of several waves at one CTA per SM (next_n 2 H 64 B 64 x 128K 353 -> 374), for a
-// reason the code does not show (that kernel's consumer and store-warp SASS are alike). So one CTA per
-// SM fills early only in a grid of one wave.
+// paged_mqa_logits_sm90.cuh says why). Device runs 130-135 (H200, FP32 logits, cold L2): before is
+// 2-8 % faster wherever a CTA's setup latency shows (B 1-8: next_n 1 H 64 B 1 x 32K 8.67 -> 8.06 us,
+// next_n 2 H 32 B 1 x 32K 8.96 -> 8.22) and neutral in the large grids of two CTAs per SM, but it was
+// 3-6 % slower in grids of several waves at one CTA per SM (next_n 2 H 64 B 64 x 128K 353 -> 374, run
+// 131, before that kernel lost the early code), for a reason the code does not show (its consumer and
+// store-warp SASS were alike). So one CTA per SM (next_n 4 H 32, N 192-256) fills early only in a grid
+// of one wave.
 constexpr bool sm90_fill_before_barrier(std::int64_t ctas, int multiprocessors, int ctas_per_sm) {
   return ctas_per_sm >= 2 || ctas <= multiprocessors;
 }
