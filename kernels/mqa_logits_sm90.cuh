@@ -160,8 +160,8 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       if constexpr (kHistogram) {  // the values this lane hands off that the store warps will store
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) {
-          const int j = 2 * n + quad / 2;  // the token of value n (Tile::hand_off)
-          if (2 * n + 1 < kG || quad < 2) {
+          if (Tile::owns(n, quad)) {
+            const int j = Tile::owned_row(n, quad);  // the token of value n
             const int bin = key < p.keys && key >= windows[2 * j] && key < windows[2 * j + 1]
                                 ? histogram_bin(Store::rounded(sum[n])) : -1;
             if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);

@@ -313,8 +313,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         const int s = (first + i) * 64 + owned_key;
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) {
-          const int j = 2 * n + quad / 2;  // the row of value n (Tile::hand_off)
-          if (2 * n + 1 < kNextN || quad < 2) {
+          if (Tile::owns(n, quad)) {
+            const int j = Tile::owned_row(n, quad);
             const int len = length_of_row(lens, j);
             const int bin = s < len && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
             if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);

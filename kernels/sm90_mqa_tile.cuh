@@ -190,14 +190,17 @@ struct Sm90MqaTile {
   }
   // The key of this lane's values: key0 + 8 * (v % 2) for its v = 4n + quad.
   __device__ __forceinline__ static int owned_key(int quad, int key0) { return key0 + 8 * (quad & 1); }
+  // The query row (v / 2) of this lane's value n, and whether the lane owns it: an odd kRows' last value
+  // is summed by both lanes of a pair, and only the lower pair (quad < 2) hands it off.
+  __device__ __forceinline__ static int owned_row(int n, int quad) { return 2 * n + quad / 2; }
+  __device__ __forceinline__ static bool owns(int n, int quad) { return 2 * n + 1 < kRows || quad < 2; }
 
   // Hands a block's 64 x kRows values to the store warps through its score stage ([row][64]): value
   // v = 4n + quad (row v / 2, key owned_key) by its owner lane.
   __device__ __forceinline__ static void hand_off(float* stage_scores, const Owned& value, int quad, int key0) {
 #pragma unroll
     for (int n = 0; n < kOwned; ++n) {
-      const int j = 2 * n + quad / 2;
-      if (2 * n + 1 < kRows || quad < 2) stage_scores[j * 64 + owned_key(quad, key0)] = value[n];
+      if (owns(n, quad)) stage_scores[owned_row(n, quad) * 64 + owned_key(quad, key0)] = value[n];
     }
   }
 };
