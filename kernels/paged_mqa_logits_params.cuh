@@ -107,8 +107,9 @@ struct Sm90Layout {
 constexpr int kMxfp4BlockBytes = 64 * 64 + 64 * 4;
 
 // A CTA's KV blocks (its split of one request), at most; the host's split never exceeds it. The paged
-// kernel stages the split's block ids in shared memory (Sm90Layout::block_ids).
-constexpr int kSm90MaxBlocksPerSplit = 64;
+// kernel stages the split's block ids in shared memory (Sm90Layout::block_ids). The host's split goes
+// up to 64 where two CTAs share an SM and up to this where one holds it (runtime/sm90_split.hpp).
+constexpr int kSm90MaxBlocksPerSplit = 256;
 // `stages`: 0 for sm90_stages (the paged kernel); the prefill kernel sets its own. `mxfp4`: the paged
 // kernel on the MXFP4 cache (D = 128).
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false) {

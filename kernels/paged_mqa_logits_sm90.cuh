@@ -104,17 +104,17 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   // device run 133), and next_n 2 H 64 measured 1-2 % slower in long grids (runs 131-132); so they come
   // after the lengths there, as before.
   constexpr bool kEarly = !sm90_moves_registers(kNextN, kHeads, kMxfp4);
-  static_assert(kSm90MaxBlocksPerSplit == 64, "two block ids per lane");
+  constexpr int kIdsPerLane = kSm90MaxBlocksPerSplit / 32;
+  static_assert(kSm90MaxBlocksPerSplit % 32 == 0, "whole block ids per lane");
   static_assert(kN <= kSm90Threads, "one weight per thread");
-  int ids[2] = {-1, -1};
+  int ids[kIdsPerLane];
   float weight = 0.0f;
   auto load_ids_and_weight = [&](int blocks) {
     if (producer_warp) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < kIdsPerLane; ++h) {
         const int i = tid % 32 + 32 * h;
-        if (i < blocks && first + i < p.max_blocks)
-          ids[h] = p.block_table[static_cast<long long>(b) * p.block_table_stride + first + i];
+        ids[h] = i < blocks && first + i < p.max_blocks ? p.block_table[static_cast<long long>(b) * p.block_table_stride + first + i] : -1;
       }
     }
     if (tid < kN) weight = p.weights[static_cast<long long>(b) * kN + tid];
@@ -177,8 +177,9 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   const int prologue_blocks = early ? min(count, kSm90Stages) : 0;
   auto stage_ids_and_start = [&] {
     if (producer_warp) {
-      sm.block_ids[tid % 32] = ids[0];
-      sm.block_ids[tid % 32 + 32] = ids[1];
+#pragma unroll
+      for (int h = 0; h < kIdsPerLane; ++h)
+        if (tid % 32 + 32 * h < params.blocks_per_split) sm.block_ids[tid % 32 + 32 * h] = ids[h];
       __syncwarp();
       if (producer_thread) {
         sm.init_barriers();
@@ -284,7 +285,9 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         sm90::named_barrier_sync(1 + warpgroup, 128);  // the warpgroup's tile is written and fenced
         sm90::mbarrier_arrive(&sm.empty[stage]);       // the block is in the tile now
         if (valid) Tile::template scores<true>(acc, conv, sm.q);
-      } else if (valid) {
+      } else {
+        // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
+        // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
         Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       }
       // The stage is released as soon as the wgmma has read it, except where the accumulators and the

@@ -199,8 +199,9 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   PagedMqaLogitsConfig resolved = call.config;
   resolved.variant = PagedMqaLogitsVariant::sm90;
   if (resolved.kv == KvFormat::fp8) encode_tensor_maps(launch.sm90_params, resolved);  // MXFP4: bulk copies, no maps
+  static_assert(sm90_max_blocks_per_split(1) <= kernels::kSm90MaxBlocksPerSplit, "the kernel stages every block id");
   set_blocks_per_split(launch, call, sm90_blocks_per_split(call.width_blocks, call.batch, kernel.multiprocessors,
-                                                           kernel.ctas_per_sm, kernels::kSm90MaxBlocksPerSplit));
+                                                           kernel.ctas_per_sm, sm90_max_blocks_per_split(kernel.ctas_per_sm)));
   return launch;
 }
 

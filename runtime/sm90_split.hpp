@@ -33,6 +33,14 @@ constexpr bool sm90_fill_before_barrier(std::int64_t ctas, int multiprocessors, 
   return ctas_per_sm >= 2 || ctas <= multiprocessors;
 }
 
+// The most KV blocks per CTA the split may choose. Where two or more CTAs share an SM, 64: one CTA's
+// prologue and drain hide behind another's stream, so shorter CTAs cost little and even out uneven
+// lengths. Where one CTA holds the SM (N 72..256) nothing overlaps them (about 8 blocks' worth per CTA,
+// sm90_cta_fixed_blocks), so longer CTAs, up to the kernel's 256, take fewer of them: at B 64 x 128K
+// next_n 2 H 64, 512 CTAs of 256 blocks in 4 waves instead of 2048 of 64 in 16 (DeepGEMM's grid is
+// persistent: one CTA per SM for the whole call).
+constexpr int sm90_max_blocks_per_split(int ctas_per_sm) { return ctas_per_sm >= 2 ? 64 : 256; }
+
 inline int sm90_blocks_per_split(std::int64_t width_blocks, std::int64_t batch, int multiprocessors, int ctas_per_sm,
                                  int max_blocks_per_split) {
   width_blocks = std::max<std::int64_t>(width_blocks, 1);

@@ -216,7 +216,7 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
       ck::DeviceInputs d = ck::upload(in, c);
       const ck::LogitsViews v = ck::views(d, in, c);
       const std::vector<std::uint8_t> automatic = ck::logits_bytes(session(), c, d, v);
-      for (const int blocks : {1, 6, 11, 16, 64})
+      for (const int blocks : {1, 6, 11, 16, 64, 100, 256})
         for (const int early : {0, 1}) {  // the producer's first stages after / before the CTA's barrier
           INFO(blocks << " blocks per CTA, fill_before_barrier " << early);
           c.blocks_per_split = blocks;

@@ -6,11 +6,11 @@ using namespace flash_indexer;
 
 namespace {
 int choose(std::int64_t width, std::int64_t batch, int ctas_per_sm) {
-  return sm90_blocks_per_split(width, batch, 132, ctas_per_sm, 64);
+  return sm90_blocks_per_split(width, batch, 132, ctas_per_sm, sm90_max_blocks_per_split(ctas_per_sm));
 }
 }  // namespace
 
-TEST_CASE("sm90 split: whole waves at the kernel's occupancy, at most 64 blocks per CTA", "[split]") {
+TEST_CASE("sm90 split: whole waves at the kernel's occupancy, at most 64 blocks per CTA where CTAs share an SM", "[split]") {
   // B = 64, L = 32K (512 blocks) at three CTAs per SM (n1, H = 32): twelve splits of 43 blocks, 768 CTAs
   // in two waves of 396, where eight of 64 (512 CTAs) also took two waves. Two per SM: eight of 64.
   CHECK(choose(512, 64, 3) == 43);
@@ -21,15 +21,21 @@ TEST_CASE("sm90 split: whole waves at the kernel's occupancy, at most 64 blocks 
   CHECK(choose(512, 1, 2) == 2);
   // B = 128, L = 8K at two per SM: two splits of 64 (one wave of 256) where three of 43 took two waves.
   CHECK(choose(128, 128, 2) == 64);
-  // Many waves: the fewest CTAs (B = 128, L = 128K at one per SM: 64 blocks each, not 57).
-  CHECK(choose(2048, 128, 1) == 64);
-  CHECK(choose(2048, 64, 1) == 64);
+  // One per SM, many blocks: the longest CTAs (their prologue and drain are not hidden): B = 64 and 128
+  // at L = 128K, 256 blocks each (512 / 1024 CTAs, 4 / 8 waves) where 64 took 16 / 32 waves; B = 8, one
+  // wave of 128 CTAs of 128 blocks; B = 64 at L = 32K, one wave of 128 CTAs of 256.
+  CHECK(choose(2048, 128, 1) == 256);
+  CHECK(choose(2048, 64, 1) == 256);
+  CHECK(choose(2048, 8, 1) == 128);
+  CHECK(choose(512, 64, 1) == 256);
+  // With the old bound of 64 the many-wave rule keeps 64 (B = 128, L = 128K: 64 blocks each, not 57).
+  CHECK(sm90_blocks_per_split(2048, 128, 132, 1, 64) == 64);
   for (const int per_sm : {1, 2, 3, 4})
     for (const std::int64_t batch : {1, 2, 3, 8, 17, 64, 128, 1000})
       for (const std::int64_t width : {1, 2, 63, 64, 65, 512, 777, 2048, 4096, 100000}) {
         const int b = choose(width, batch, per_sm);
         REQUIRE(b >= 1);
-        REQUIRE(b <= 64);
+        REQUIRE(b <= sm90_max_blocks_per_split(per_sm));
         REQUIRE(b <= width);
         // b is what the kernel's splits cover: evened out, so the last split is never empty.
         const std::int64_t splits = (width + b - 1) / b;
