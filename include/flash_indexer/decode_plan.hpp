@@ -24,7 +24,8 @@ struct DecodePlanConfig {
   bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
-  // The key cache: FP8, or MXFP4 (CONTRACT 2.2: next_n 1..4, H 32/64, D 128; the portable logits kernel),
+  // The key cache: FP8, or MXFP4 (CONTRACT 2.2: next_n 1..4, H 32/64, D 128; the sm90 logits kernel's MXFP4
+  // form on sm_90a, the portable one elsewhere),
   // whose run() takes the packed query and its exponents (the q_scales overload).
   KvFormat kv = KvFormat::fp8;
   // Programmatic dependent launch (PagedMqaLogitsOptions::pdl): the top-k kernel is scheduled while the

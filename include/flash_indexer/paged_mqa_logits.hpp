@@ -34,8 +34,8 @@ constexpr DType tensor_dtype(LogitsDType t) {
 enum class PagedMqaLogitsVariant : std::uint8_t { automatic, portable, sm90 };
 
 // The KV cache's format (CONTRACT 2): FP8 E4M3 keys with an FP32 scale per token, or MXFP4 (CONTRACT
-// 2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; the portable
-// kernel only so far, next_n 1..4, H 32/64, D 128).
+// 2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; next_n 1..4, H
+// 32/64, D 128: the sm90 kernel's MXFP4 form on sm_90a, the portable kernel elsewhere or on request).
 enum class KvFormat : std::uint8_t { fp8, mxfp4 };
 
 // One compiled kernel: everything that is a template argument of the device code.
