@@ -47,20 +47,18 @@ bool sm90_builds(const PagedMqaLogitsConfig& c) {
   return sm90_arch(c.arch) && c.next_n <= kernels::kSm90MaxNextN &&
          (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim));
 }
-
-// What `automatic` takes: the sm90 kernel wherever it builds, the MXFP4 cache included (its form converts
-// the cache to E4M3 in shared memory: 42x the portable kernel at B 64 x 64K, run 116). Run 120's
-// DecodePlan mismatch on 11-block CTAs came from inexact test inputs: with exact ones every sm90
-// configuration passes with 16-block CTAs and the logits bytes do not depend on the split (runs 126,
-// 129), and the plan tests pass on it (run 137).
-bool sm90_applies(const PagedMqaLogitsConfig& c) { return sm90_builds(c); }
 }  // namespace
 
+// `automatic` takes the sm90 kernel wherever it builds, the MXFP4 cache included (its form converts the
+// cache to E4M3 in shared memory: 42x the portable kernel at B 64 x 64K, run 116). Run 120's DecodePlan
+// mismatch on 11-block CTAs came from inexact test inputs: with exact ones every sm90 configuration
+// passes with 16-block CTAs, the logits bytes do not depend on the split (runs 126, 129), and the plan
+// tests pass on it (run 137).
 PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
   PagedMqaLogitsConfig c = *this;
   if (c.variant == PagedMqaLogitsVariant::automatic)
-    c.variant = sm90_applies(c) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90
-                                                                     : PagedMqaLogitsVariant::portable;
+    c.variant = sm90_builds(c) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90
+                                                                    : PagedMqaLogitsVariant::portable;
   return c;
 }
 
@@ -123,7 +121,7 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
           for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
             configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable});
             const PagedMqaLogitsConfig sm90{next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::sm90};
-            if (sm90_applies(sm90)) configs.push_back(sm90);
+            if (sm90_builds(sm90)) configs.push_back(sm90);
             if (mxfp4_supported(next_n, heads, head_dim)) {
               configs.push_back(
                   {next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable, KvFormat::mxfp4});
