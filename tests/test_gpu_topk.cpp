@@ -83,6 +83,48 @@ const bool registered = [] {
 
 }  // namespace
 
+// The register selector (FP32 rows of at most 16K on one CTA: 512 threads to 8K, 1024 to 16K) on its
+// own widths: every adversarial row clamped to the width, random rows of each distribution, and rows
+// whose threshold bin is ranked key by key (randn, rounded randn: ties inside the bin) or narrowed by
+// digit rounds (one-bin, relu's zeros, ties); windows too. Identical bytes over the runs.
+TEST_CASE("gpu: top-k of FP32 rows on one CTA (the register selector) at its widths", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (std::int64_t width : {8192, 16384, 3001}) {
+    for (int k : {1, 7, 512, 2048}) {
+      for (bool windows : {false, true}) {
+        ck::TopkCase c;
+        c.dtype = LogitsDType::f32;
+        c.k = k;
+        c.width = width;
+        c.sorted = windows;
+        c.values = !windows || k != 7;
+        c.rows = ck::adversarial_rows(k);  // longer lengths clamp to the width
+        std::uniform_int_distribution<std::int64_t> length(0, width);
+        for (ck::RowKind kind : {ck::RowKind::normal, ck::RowKind::rounded_normal, ck::RowKind::relu, ck::RowKind::heavy_tailed,
+                                 ck::RowKind::unit_bins, ck::RowKind::one_bin, ck::RowKind::all_equal})
+          for (int i = 0; i < 4; ++i) c.rows.push_back({kind, i < 2 ? width : length(rng)});
+        std::shuffle(c.rows.begin(), c.rows.end(), rng);
+        c.aligned_rows = k >= 512;
+        if (windows) {
+          c.relative = k == 512;
+          for (std::size_t i = 0; i < c.rows.size(); ++i) {
+            const std::int64_t end = std::clamp<std::int64_t>(c.rows[i].length, 0, width);
+            std::uniform_int_distribution<std::int64_t> inside(0, end);
+            const std::int64_t choice[] = {0, -5, end + 3, 1, 13, inside(rng), inside(rng) | 1};
+            c.starts.push_back(static_cast<std::int32_t>(choice[i % 7]));
+          }
+        }
+        c.runs = 3;
+        c.splits = {1};
+        c.seed = rng();
+        INFO(ck::describe(c));
+        require_pass(ck::run_topk_case(test::gpu_session(), c));
+      }
+    }
+  }
+}
+
 // Long rows, as a decode step makes them: every split (and the automatic one) on the same rows, with
 // row starts on and off 16 bytes, resident and streamed segments, and rows selected from a sampled cutoff
 // (including a regular row that can mislead the sample, which must then fall back).

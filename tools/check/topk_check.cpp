@@ -59,6 +59,7 @@ float draw(RowKind kind, std::int64_t s, std::mt19937_64& rng) {
     case RowKind::nan_heavy: return unit(rng) < 0.9f ? kNaN : normal(rng);
     case RowKind::all_nan: return kNaN;
     case RowKind::strided_spikes: return (s % 64 < 4 ? 100.0f : 0.0f) + normal(rng);
+    case RowKind::rounded_normal: return std::round(normal(rng) * 1024.0f) / 1024.0f;
   }
   return 0.0f;
 }
@@ -166,6 +167,7 @@ const char* row_kind_name(RowKind kind) {
     case RowKind::nan_heavy: return "nan_heavy";
     case RowKind::all_nan: return "all_nan";
     case RowKind::strided_spikes: return "strided_spikes";
+    case RowKind::rounded_normal: return "rounded_normal";
   }
   return "?";
 }
@@ -191,6 +193,7 @@ std::vector<RowSpec> adversarial_rows(int k) {
       {RowKind::unit_bins, 10007},   {RowKind::heavy_tailed, 20011}, {RowKind::relu, 30001},
       {RowKind::wide, 9005},         {RowKind::nan_heavy, 2 * k + 5}, {RowKind::all_nan, 777},
       {RowKind::relu, k + 9},        {RowKind::signed_zeros, 2 * k + 1}, {RowKind::strided_spikes, 65536},
+      {RowKind::rounded_normal, 8190},
   };
 }
 

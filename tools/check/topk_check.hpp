@@ -28,6 +28,9 @@ enum class RowKind {
   // columns the selector's sample reads only spike columns (every 64th column group), sees nothing but
   // spikes, and sets a cutoff that fewer than k columns pass.
   strided_spikes,
+  // N(0, 1) rounded to multiples of 2^-10: a few keys tied inside a narrow threshold bin, the k-th
+  // often in the middle of a run of equal scores (the register selector's ranked bin).
+  rounded_normal,
 };
 const char* row_kind_name(RowKind kind);
 
