@@ -34,10 +34,44 @@ template <int kThreads>
 struct TopkRegisterSmem {
   // Counts of one round; the next round counts into the other buffer, zeroed meanwhile.
   alignas(16) unsigned int hist[2][kTopkFineBins];
+  // A digit round's counts of the 64 groups of 64 digits (best first), beside hist[round & 1].
+  alignas(16) unsigned int groups[2][64];
   unsigned long long scan[kThreads / 32];
   alignas(16) unsigned int warp_sums[kThreads / 32];
   int found[4];
 };
+
+// The digit where a round's running count (best first) reaches `need`, found by every warp itself from
+// the 64 group counts and then the 64 digits of that group (two words per lane each): no barrier after
+// the round's counts, no scan over all 4096 digits.
+__device__ __forceinline__ FoundBin find_digit(const unsigned int* digits, const unsigned int* groups, int need) {
+  const int lane = threadIdx.x & 31;
+  auto reach = [&](const unsigned int* c, int before, int& bin, int& above, int& count) {
+    const uint2 two = reinterpret_cast<const uint2*>(c)[lane];
+    const int own = static_cast<int>(two.x + two.y);
+    int inclusive = own;
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
+      if (lane >= d) inclusive += y;
+    }
+    inclusive += before;
+    const int holder = __ffs(static_cast<int>(__ballot_sync(0xffffffffu, inclusive >= need))) - 1;
+    const int first = inclusive - own;
+    const bool low = first + static_cast<int>(two.x) >= need;
+    bin = __shfl_sync(0xffffffffu, 2 * lane + (low ? 0 : 1), holder);
+    above = __shfl_sync(0xffffffffu, low ? first : first + static_cast<int>(two.x), holder);
+    count = __shfl_sync(0xffffffffu, static_cast<int>(low ? two.x : two.y), holder);
+  };
+  int group, group_above, group_count;
+  reach(groups, 0, group, group_above, group_count);
+  FoundBin g;
+  reach(digits + 64 * group, group_above, g.bin, g.above, g.count);
+  g.bin += 64 * group;
+  g.group = 0;
+  g.total = 0;
+  return g;
+}
 
 // Element e of a vector of four logits, and its replacement (selects on e, never local memory).
 __device__ __forceinline__ float vector_element(const uint4& v, int e) {
@@ -93,6 +127,7 @@ __device__ void topk_register(const TopkParams& p) {
     reinterpret_cast<uint4*>(sm.hist[0])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
     reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
   }
+  if (t < 2 * 64 / 4) reinterpret_cast<uint4*>(sm.groups)[t] = make_uint4(0, 0, 0, 0);
   const int len = topk_row_length(p, r);
   if (p.row_starts != nullptr) {
     start = topk_row_start(p, r, len);
@@ -151,7 +186,11 @@ __device__ void topk_register(const TopkParams& p) {
   int round = 1;
 #pragma unroll 1
   while (th.count > th.need && th.hi - th.lo > 1) {
+    // A round after the first (about 1 % of randn rows): every warp has read the previous round's
+    // counts before the other buffer is zeroed.
+    if (round > 1) __syncthreads();
     unsigned int* counts = sm.hist[round & 1];
+    unsigned int* groups = sm.groups[round & 1];
     const int shift = digit_shift<kRegisterDigitBits>(th.lo, th.hi);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
@@ -159,18 +198,21 @@ __device__ void topk_register(const TopkParams& p) {
       for (int e = 0; e < kPer; ++e) {
         const Raw y = vector_element(x[v], e);
         const unsigned int key = In::key(y);
-        if (!In::is_nan(y) && key >= th.lo && key < th.hi) atomicAdd(&counts[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
+        if (!In::is_nan(y) && key >= th.lo && key < th.hi) {
+          const int digit = kDigits - 1 - static_cast<int>((key - th.lo) >> shift);  // best first
+          atomicAdd(&counts[digit], 1u);
+          atomicAdd(&groups[digit >> 6], 1u);
+        }
       }
     }
-    // The other buffer was last read before the previous scan's final barrier; the next round counts
-    // into it after this round's barriers.
+    // The other buffers, for a next round: the fine bins' scan ended in a barrier, a later round began
+    // with one.
 #pragma unroll
     for (int j = 0; j < kBinsPer / 4; ++j)
       reinterpret_cast<uint4*>(sm.hist[(round + 1) & 1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+    if (t < 64 / 4) reinterpret_cast<uint4*>(sm.groups[(round + 1) & 1])[t] = make_uint4(0, 0, 0, 0);
     __syncthreads();
-    int d[kBinsPer];
-    counts_of(counts, d);
-    const FoundBin g = scan_threshold<kThreads, kBinsPer>(d, th.need, sm);
+    const FoundBin g = find_digit(counts, groups, th.need);
     narrow_to_digit<kDigits>(th, g, shift);
     ++round;
   }
