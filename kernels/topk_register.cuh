@@ -121,14 +121,17 @@ __device__ void topk_register(const TopkParams& p) {
   };
   int start = 0, from = 0;
   if (p.row_starts == nullptr) load(0);  // before the length arrives: the two latencies overlap
-  // Zeroed while the loads fly; the first barrier below orders it before the counts.
+  // Zeroed while the loads fly; the barrier below orders it before the counts.
 #pragma unroll
   for (int j = 0; j < kBinsPer / 4; ++j) {
     reinterpret_cast<uint4*>(sm.hist[0])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
     reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
   }
   if (t < 2 * 64 / 4) reinterpret_cast<uint4*>(sm.groups)[t] = make_uint4(0, 0, 0, 0);
-  const int len = topk_row_length(p, r);
+  // The bins' barrier before the length is used: it passes while the length and the row are in flight.
+  const int entry = topk_length_entry(p, r);
+  __syncthreads();
+  const int len = topk_row_length(p, r, entry);
   if (p.row_starts != nullptr) {
     start = topk_row_start(p, r, len);
     from = aligned_start<kPer>(start);
@@ -146,7 +149,6 @@ __device__ void topk_register(const TopkParams& p) {
       }
     }
   }
-  __syncthreads();
 
   // 1. Fine-bin counts and the threshold bin.
 #pragma unroll
