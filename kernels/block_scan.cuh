@@ -11,11 +11,12 @@ struct BlockScan {
   static constexpr int kWarps = kThreads / 32;
 
   // Exclusive prefix sum of `x` over the threads in index order; `total` gets the sum over the block.
-  // `scratch` holds kWarps values in shared memory and is free again when this returns. Every thread of
-  // the block must call it. Two barriers: after the warp scans every warp reads all the warp totals
-  // itself, so no warp waits on a serial second-level scan.
+  // `scratch` holds kWarps values in shared memory. Every thread of the block must call it. One barrier:
+  // after the warp scans every warp reads all the warp totals itself, so no warp waits on a serial
+  // second-level scan. For a CTA's last scan into `scratch`: a later write to it would race with the
+  // reads of slower warps (exclusive() adds the barrier that frees it).
   template <class T>
-  __device__ static T exclusive(T x, T* scratch, T& total) {
+  __device__ static T exclusive_last(T x, T* scratch, T& total) {
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
     T inclusive = x;
@@ -34,8 +35,15 @@ struct BlockScan {
       before += w < warp ? v : T(0);
       total += v;
     }
-    __syncthreads();
     return before + inclusive - x;
+  }
+
+  // The same, `scratch` free again when this returns (two barriers).
+  template <class T>
+  __device__ static T exclusive(T x, T* scratch, T& total) {
+    const T before = exclusive_last(x, scratch, total);
+    __syncthreads();
+    return before;
   }
 
   template <class T>

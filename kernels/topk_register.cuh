@@ -269,7 +269,7 @@ __device__ void topk_register(const TopkParams& p) {
     }
   }
   Packed total;
-  const Packed before = BlockScan<kThreads>::exclusive(packed_counts(win), sm.scan, total);
+  const Packed before = BlockScan<kThreads>::exclusive_last(packed_counts(win), sm.scan, total);  // sm.scan's last use
   int base[kVec];
   const int selected = position_base(before, total, base);
   const int k = p.k;
