@@ -7,19 +7,25 @@
 //      as NaN afterwards, so they drop out wherever NaN does. No staging buffer, no candidate buffer.
 //   2. Radix select on the order-preserving keys: the 4096 fine bins (those of the resident selector,
 //      so the row report means the same) find the threshold bin, then 12-bit digits of the keys inside
-//      it narrow it until every key left is needed or it holds a single key. A round is one pass over
-//      the registers, a barrier for its counts and the two of the threshold scan.
+//      it narrow it until every key left is needed or it holds a single key (one round in nearly every
+//      8K row). Every warp finds the bin where the count reaches k itself (find_in_groups: the 64
+//      groups of 64 bins, then the group's 64), so a search is the barrier after its counts and a few
+//      shuffles, with no scan over the 4096 bins and no barrier to publish the result.
 //   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer) (so each
 //      load is coalesced), the counts of a thread's vectors, packed 16 bits each into one word, are
 //      placed in column order by one block scan. When only some columns of the last key are needed,
 //      the same scan over that key's columns picks the lowest first. Ascending columns, the same bytes
-//      as every selector.
-// Measured on the H200 (docs/device-runs.md, runs 60-65): faster than the resident selector for FP32
-// rows (1 x 8K 9.3 -> 8.2 us, 512 x 8K 24.0 -> 19.9); FP16/BF16 rows stay on the resident one (a
-// register form was 1 us slower there in run 60, as fast in run 65: their frequent ties). Tried and
-// slower: each thread owning 16 consecutive columns (uncoalesced loads) and a threshold search with
-// one barrier (run 61), ranking a threshold bin of few keys each against all instead of a digit round
-// (run 65).
+//      as every selector. A decode row's winners are stored predicated per element.
+// Measured on the H200 (docs/device-runs.md): faster than the resident selector for FP32 rows (runs
+// 60-65: 1 x 8K 9.3 -> 8.2 us, 512 x 8K 24.0 -> 19.9); the predicated stores 8.5 -> 7.6 (run 141), the
+// digit found from group counts and the bins' barrier before the length is used 7.46 -> 7.04 (run
+// 143). FP16/BF16 rows stay on the resident one (a register form was 1 us slower there in run 60, as
+// fast in run 65: their frequent ties). Tried and slower: each thread owning 16 consecutive columns
+// (uncoalesced loads) and a threshold search with one barrier (run 61), ranking a threshold bin of few
+// keys each against all instead of a digit round (run 65), by one warp (run 136), and 8192 finer bins
+// whose threshold bin (about 22 keys) is listed and ranked one key per warp (runs 139-140: 10 % slower,
+// 20 % at 16K; the list's shared-memory atomics and the per-warp work of 16-32 warps cost more than the
+// digit round they replace).
 #include "block_scan.cuh"
 #include "grid_dependency.cuh"
 #include "topk_common.cuh"
@@ -32,20 +38,21 @@ constexpr int kRegisterDigitBits = 12;
 
 template <int kThreads>
 struct TopkRegisterSmem {
-  // Counts of one round; the next round counts into the other buffer, zeroed meanwhile.
+  // The fine bins' counts, then a digit round's in the other buffer (a later round alternates, zeroing
+  // its buffer first), and the counts of their 64 groups of 64 bins beside them.
   alignas(16) unsigned int hist[2][kTopkFineBins];
-  // A digit round's counts of the 64 groups of 64 digits (best first), beside hist[round & 1].
   alignas(16) unsigned int groups[2][64];
   unsigned long long scan[kThreads / 32];
-  alignas(16) unsigned int warp_sums[kThreads / 32];
-  int found[4];
 };
 
-// The digit where a round's running count (best first) reaches `need`, found by every warp itself from
-// the 64 group counts and then the 64 digits of that group (two words per lane each): no barrier after
-// the round's counts, no scan over all 4096 digits.
-__device__ __forceinline__ FoundBin find_digit(const unsigned int* digits, const unsigned int* groups, int need) {
+// The bin of 4096 (fine bins, or a round's digits; best first) where the running count reaches `need`,
+// found by every warp itself from the counts of the 64 groups of 64 bins and then the 64 bins of that
+// group (two words per lane each): no barrier after the counts are in, no scan over all 4096 bins.
+// Fewer than `need` counted: bin 4096.
+__device__ __forceinline__ FoundBin find_in_groups(const unsigned int* bins, const unsigned int* groups, int need) {
   const int lane = threadIdx.x & 31;
+  // Of 64 counts (two per lane) after `before`: the one where the running count reaches `need`, the
+  // count before it and its own; false where the 64 do not reach it.
   auto reach = [&](const unsigned int* c, int before, int& bin, int& above, int& count) {
     const uint2 two = reinterpret_cast<const uint2*>(c)[lane];
     const int own = static_cast<int>(two.x + two.y);
@@ -56,20 +63,27 @@ __device__ __forceinline__ FoundBin find_digit(const unsigned int* digits, const
       if (lane >= d) inclusive += y;
     }
     inclusive += before;
-    const int holder = __ffs(static_cast<int>(__ballot_sync(0xffffffffu, inclusive >= need))) - 1;
+    const unsigned int reached = __ballot_sync(0xffffffffu, inclusive >= need);
+    if (reached == 0) {
+      above = __shfl_sync(0xffffffffu, inclusive, 31);
+      return false;
+    }
+    const int holder = __ffs(static_cast<int>(reached)) - 1;
     const int first = inclusive - own;
     const bool low = first + static_cast<int>(two.x) >= need;
     bin = __shfl_sync(0xffffffffu, 2 * lane + (low ? 0 : 1), holder);
     above = __shfl_sync(0xffffffffu, low ? first : first + static_cast<int>(two.x), holder);
     count = __shfl_sync(0xffffffffu, static_cast<int>(low ? two.x : two.y), holder);
+    return true;
   };
+  FoundBin g{4096, 0, 0, 0, 0};
   int group, group_above, group_count;
-  reach(groups, 0, group, group_above, group_count);
-  FoundBin g;
-  reach(digits + 64 * group, group_above, g.bin, g.above, g.count);
+  if (!reach(groups, 0, group, group_above, group_count)) {
+    g.above = group_above;  // every count: fewer than `need`
+    return g;
+  }
+  reach(bins + 64 * group, group_above, g.bin, g.above, g.count);
   g.bin += 64 * group;
-  g.group = 0;
-  g.total = 0;
   return g;
 }
 
@@ -160,25 +174,28 @@ __device__ void topk_register(const TopkParams& p) {
     }
   }
   __syncthreads();
-  auto counts_of = [&](const unsigned int* h, int (&c)[kBinsPer]) {
+  {  // the counts of the 64 groups of 64 fine bins (a group is 64 / kBinsPer consecutive threads' bins)
+    int own = 0;
 #pragma unroll
     for (int j = 0; j < kBinsPer / 4; ++j) {
-      const uint4 a = reinterpret_cast<const uint4*>(h)[kBinsPer / 4 * t + j];
-      c[4 * j] = static_cast<int>(a.x);
-      c[4 * j + 1] = static_cast<int>(a.y);
-      c[4 * j + 2] = static_cast<int>(a.z);
-      c[4 * j + 3] = static_cast<int>(a.w);
+      const uint4 a = reinterpret_cast<const uint4*>(sm.hist[0])[kBinsPer / 4 * t + j];
+      own += static_cast<int>(a.x + a.y + a.z + a.w);
     }
-  };
-  int c[kBinsPer];
-  counts_of(sm.hist[0], c);
-  const FoundBin f = scan_threshold<kThreads, kBinsPer>(c, p.k, sm);
+    constexpr int kGroupThreads = 64 / kBinsPer;
+#pragma unroll
+    for (int d = 1; d < kGroupThreads; d <<= 1) own += __shfl_xor_sync(0xffffffffu, own, d);
+    if (t % kGroupThreads == 0) sm.groups[0][t / kGroupThreads] = static_cast<unsigned int>(own);
+  }
+  __syncthreads();
+  const FoundBin f = find_in_groups(sm.hist[0], sm.groups[0], p.k);
   if (t == 0) {  // the row report, now: its values need no registers later
     int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
-    out[0] = 0;                                                      // counted here
-    out[1] = f.bin < kTopkFineBins ? f.bin >> 2 : kTopkSelectorBins;  // its selector bin
-    out[2] = f.bin < kTopkFineBins ? f.group : 0;
-    out[3] = f.bin < kTopkFineBins && f.count > kTopkResidentCandidates ? 1 : 0;  // what the resident selector reports
+    const bool found = f.bin < kTopkFineBins;
+    const uint4 group = found ? reinterpret_cast<const uint4*>(sm.hist[0])[f.bin >> 2] : make_uint4(0, 0, 0, 0);
+    out[0] = 0;                                              // counted here
+    out[1] = found ? f.bin >> 2 : kTopkSelectorBins;         // its selector bin
+    out[2] = static_cast<int>(group.x + group.y + group.z + group.w);
+    out[3] = found && f.count > kTopkResidentCandidates ? 1 : 0;  // what the resident selector reports
   }
 
   // 2. The threshold bin as keys [lo, hi), narrowed by 12-bit digits while more keys are in it than
@@ -188,11 +205,15 @@ __device__ void topk_register(const TopkParams& p) {
   int round = 1;
 #pragma unroll 1
   while (th.count > th.need && th.hi - th.lo > 1) {
-    // A round after the first (about 1 % of randn rows): every warp has read the previous round's
-    // counts before the other buffer is zeroed.
-    if (round > 1) __syncthreads();
     unsigned int* counts = sm.hist[round & 1];
     unsigned int* groups = sm.groups[round & 1];
+    if (round > 1) {  // about 1 % of randn rows: its buffers zeroed once every warp has read them
+      __syncthreads();
+#pragma unroll
+      for (int j = 0; j < kBinsPer / 4; ++j) reinterpret_cast<uint4*>(counts)[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+      if (t < 64 / 4) reinterpret_cast<uint4*>(groups)[t] = make_uint4(0, 0, 0, 0);
+      __syncthreads();
+    }
     const int shift = digit_shift<kRegisterDigitBits>(th.lo, th.hi);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
@@ -207,14 +228,8 @@ __device__ void topk_register(const TopkParams& p) {
         }
       }
     }
-    // The other buffers, for a next round: the fine bins' scan ended in a barrier, a later round began
-    // with one.
-#pragma unroll
-    for (int j = 0; j < kBinsPer / 4; ++j)
-      reinterpret_cast<uint4*>(sm.hist[(round + 1) & 1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
-    if (t < 64 / 4) reinterpret_cast<uint4*>(sm.groups[(round + 1) & 1])[t] = make_uint4(0, 0, 0, 0);
     __syncthreads();
-    const FoundBin g = find_digit(counts, groups, th.need);
+    const FoundBin g = find_in_groups(counts, groups, th.need);
     narrow_to_digit<kDigits>(th, g, shift);
     ++round;
   }
