@@ -134,21 +134,30 @@ struct TopkSmem {
 };
 static_assert(kTopkSelectorBins == kCoarseBins, "selector and contract counts share sm.hist");
 
-// Row r's live length (CONTRACT 1; under DCP this rank's share of it), clamped to [0, width].
-// The lengths entry that row r's length comes from (a load alone, so a kernel can issue it early).
-__device__ __forceinline__ int topk_length_entry(const TopkParams& p, int r) {
-  return p.lengths_next_n == 0 ? p.lengths[r] : p.lengths[r / p.lengths_next_n];
-}
-
-// Row r's length from its lengths entry.
-__device__ __forceinline__ int topk_row_length(const TopkParams& p, int r, int entry) {
-  long long len = p.lengths_next_n == 0 ? entry : static_cast<long long>(entry) - p.lengths_next_n + r % p.lengths_next_n + 1;
+// A row's live length from its lengths entry's value `len` (its MTP offset applied): clamped to [0,
+// width], under DCP this rank's share of it.
+__device__ __forceinline__ int clamped_row_length(const TopkParams& p, long long len) {
   if (len < 0) len = 0;
   if (p.dcp_ranks > 1) len = dcp_local_length(static_cast<int>(len), DcpLayout{p.dcp_ranks, p.dcp_rank, p.dcp_interleave});
   if (len > p.width) len = p.width;
   return static_cast<int>(len);
 }
-__device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) { return topk_row_length(p, r, topk_length_entry(p, r)); }
+
+// Row r's live length (CONTRACT 1; under DCP this rank's share of it), clamped to [0, width].
+__device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
+  return clamped_row_length(p, p.lengths_next_n == 0 ? p.lengths[r]
+                                                     : static_cast<long long>(p.lengths[r / p.lengths_next_n]) -
+                                                           p.lengths_next_n + r % p.lengths_next_n + 1);
+}
+
+// The same in two steps, so that a kernel can issue the load early and use it after a barrier: the
+// lengths entry of row r, then the length from it.
+__device__ __forceinline__ int topk_length_entry(const TopkParams& p, int r) {
+  return p.lengths_next_n == 0 ? p.lengths[r] : p.lengths[r / p.lengths_next_n];
+}
+__device__ __forceinline__ int topk_row_length(const TopkParams& p, int r, int entry) {
+  return clamped_row_length(p, p.lengths_next_n == 0 ? entry : static_cast<long long>(entry) - p.lengths_next_n + r % p.lengths_next_n + 1);
+}
 
 // Counts saturate at INT_MAX (only a broken given histogram sums past it; no real count equals it, as
 // a row has fewer than 2^31 columns), so the whole result stays in 32-bit registers.
