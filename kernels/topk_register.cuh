@@ -19,7 +19,8 @@
 // Measured on the H200 (docs/device-runs.md): faster than the resident selector for FP32 rows (runs
 // 60-65: 1 x 8K 9.3 -> 8.2 us, 512 x 8K 24.0 -> 19.9); the predicated stores 8.5 -> 7.6 (run 141), the
 // digit found from group counts and the bins' barrier before the length is used 7.46 -> 7.04 (run
-// 143). FP16/BF16 rows stay on the resident one (a register form was 1 us slower there in run 60, as
+// 143), the threshold bin found from group counts and the output scan's last barrier dropped 7.26 ->
+// 7.04 (run 144); SGLang topk_v2 6.4 in the same call as ours 7.2 (run 145). FP16/BF16 rows stay on the resident one (a register form was 1 us slower there in run 60, as
 // fast in run 65: their frequent ties). Tried and slower: each thread owning 16 consecutive columns
 // (uncoalesced loads) and a threshold search with one barrier (run 61), ranking a threshold bin of few
 // keys each against all instead of a digit round (run 65), by one warp (run 136), and 8192 finer bins

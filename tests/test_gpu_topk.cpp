@@ -85,8 +85,9 @@ const bool registered = [] {
 
 // The register selector (FP32 rows of at most 16K on one CTA: 512 threads to 8K, 1024 to 16K) on its
 // own widths: every adversarial row clamped to the width, random rows of each distribution, and rows
-// whose threshold bin is ranked key by key (randn, rounded randn: ties inside the bin) or narrowed by
-// digit rounds (one-bin, relu's zeros, ties); windows too. Identical bytes over the runs.
+// whose threshold bin takes one digit round (randn), ties inside it (rounded randn), or narrows to a
+// single key whose lowest columns win (one-bin, relu's zeros, all equal); windows too. Identical bytes
+// over the runs.
 TEST_CASE("gpu: top-k of FP32 rows on one CTA (the register selector) at its widths", "[gpu][topk]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());

@@ -29,7 +29,7 @@ enum class RowKind {
   // spikes, and sets a cutoff that fewer than k columns pass.
   strided_spikes,
   // N(0, 1) rounded to multiples of 2^-10: a few keys tied inside a narrow threshold bin, the k-th
-  // often in the middle of a run of equal scores (the register selector's ranked bin).
+  // often in the middle of a run of equal scores.
   rounded_normal,
 };
 const char* row_kind_name(RowKind kind);
