@@ -151,7 +151,8 @@ __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
 }
 
 // The same in two steps, so that a kernel can issue the load early and use it after a barrier: the
-// lengths entry of row r, then the length from it.
+// lengths entry of row r, then the length from it. (The one-step form above stays as it is: written as
+// these two, the resident selector's clusters of 16 spilled 8 bytes more.)
 __device__ __forceinline__ int topk_length_entry(const TopkParams& p, int r) {
   return p.lengths_next_n == 0 ? p.lengths[r] : p.lengths[r / p.lengths_next_n];
 }
@@ -392,7 +393,8 @@ __device__ __forceinline__ TopkSegment topk_segment(const TopkParams& p, int r, 
 
 // What the output holds for a selected column: the column (relative to the window `start` with
 // p.relative), its physical KV slot (64-token blocks), or under DCP its global position (the host
-// allows neither of the others with DCP).
+// allows neither of the others with DCP). The register selector's write-out skips it where none of
+// the three modes is on (topk_register.cuh): a new mode must be added to that condition too.
 __device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {
   if (p.relative) return column - start;
   if (p.dcp_ranks > 1) return dcp_global_position(column, DcpLayout{p.dcp_ranks, p.dcp_rank, p.dcp_interleave});
