@@ -35,6 +35,7 @@ def parse_args():
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--input", choices=("randn", "relu"), default="randn")
     ap.add_argument("--replays", type=int, default=40)
+    ap.add_argument("--peers", default=None, help="comma list of peer names (default: every peer)")
     ap.add_argument("--json", default=None, help="also write every cell here")
     return ap.parse_args()
 
@@ -88,6 +89,12 @@ def main():
     with open(args.build_report) as f:
         libs = json.load(f).get("libs", {})
     peers = P.all_peers({})
+    if args.peers:
+        wanted = args.peers.split(",")
+        unknown = sorted(set(wanted) - {p.name for p in peers})
+        if unknown:
+            sys.exit(f"--peers: unknown {unknown}; known: {[p.name for p in peers]}")
+        peers = [p for p in peers if p.name in wanted]
     for p in peers:
         P.set_lib_paths(p, {key: libs[key] for key in P.lib_keys(p) if key in libs})
     timer = Timer(args.replays)
