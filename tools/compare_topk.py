@@ -35,6 +35,8 @@ def parse_args():
     ap.add_argument("--k", type=int, default=2048)
     ap.add_argument("--input", choices=("randn", "relu"), default="randn")
     ap.add_argument("--replays", type=int, default=40)
+    ap.add_argument("--pdl", action="store_true",
+                    help="also time ours launched as a programmatic dependent launch (as SGLang launches its top-k)")
     ap.add_argument("--peers", default=None, help="comma list of peer names (default: every peer)")
     ap.add_argument("--json", default=None, help="also write every cell here")
     return ap.parse_args()
@@ -101,7 +103,8 @@ def main():
     dtypes = {"float32": torch.float32, "float16": torch.float16}
     gen = torch.Generator(device="cuda").manual_seed(1)
     rows_out = []
-    names = ["ours", "ours+hist"] + [p.name for p in peers]
+    ours = [("ours", False, False), ("ours+hist", True, False)] + ([("ours+pdl", False, True)] if args.pdl else [])
+    names = [n for n, _, _ in ours] + [p.name for p in peers]
     print(f"{'dtype':8} {'R':>4} {'L':>7} " + " ".join(f"{n:>10}" for n in names), flush=True)
     for dname in args.dtypes.split(","):
         dtype = dtypes[dname]
@@ -119,8 +122,9 @@ def main():
                 workspace = torch.empty(fi.topk_workspace_bytes(R), dtype=torch.uint8, device="cuda")
                 stored = x.float().cpu().numpy().astype(np.float64)
                 hist = torch.from_numpy(fi.reference.coarse_histogram(stored, [L] * R, dname)).cuda()
-                for name, h in (("ours", None), ("ours+hist", hist)):
-                    us, out = timer(lambda h=h: fi.topk(x, lengths, indices, workspace, histogram=h))
+                for name, with_hist, pdl in ours:
+                    h = hist if with_hist else None
+                    us, out = timer(lambda h=h, pdl=pdl: fi.topk(x, lengths, indices, workspace, histogram=h, pdl=pdl))
                     cells[name] = (us, correct(x, out, args.k, [L] * R))
                 for p in peers:
                     if p.supports(dtype, R, L, args.k):

@@ -26,9 +26,14 @@ case "$mode" in
   test)
     deps=$(cd "$deps" && pwd)
     rm -rf "$deps/site" "$deps/dist"
-    python3 -m pip install -q --no-index --find-links "$deps/wheels" --target "$deps/site" numpy pytest
-    CMAKE_ARGS="-DXXHASH_INCLUDE_DIR=$deps/include" CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-      python3 -m pip wheel -q --no-index --find-links "$deps/wheels" -w "$deps/dist" .
+    python3 -m pip install -q --no-index --find-links "$deps/wheels" --target "$deps/site" numpy pytest \
+      "scikit-build-core>=0.10" "nanobind>=2.2"
+    # Without build isolation: the device's cmake can be a pip shim that an isolated build environment
+    # cannot import, and scikit-build-core then asks for a cmake wheel that is not here (run 146).
+    echo "cmake: $(command -v cmake) $(cmake --version | head -1)"
+    PYTHONPATH="$deps/site${PYTHONPATH:+:$PYTHONPATH}" CMAKE_ARGS="-DXXHASH_INCLUDE_DIR=$deps/include" \
+      CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel -q --no-build-isolation --no-index --no-deps \
+      -w "$deps/dist" .
     python3 -m pip install -q --no-index --no-deps --target "$deps/site" "$deps"/dist/flash_indexer-*.whl
     PYTHONPATH="$deps/site${PYTHONPATH:+:$PYTHONPATH}" python3 -m pytest -q python/tests "$@"
     ;;
