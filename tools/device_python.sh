@@ -28,8 +28,8 @@ case "$mode" in
     rm -rf "$deps/site" "$deps/dist"
     python3 -m pip install -q --no-index --find-links "$deps/wheels" --target "$deps/site" numpy pytest \
       "scikit-build-core>=0.10" "nanobind>=2.2"
-    # Without build isolation: the device's cmake can be a pip shim that an isolated build environment
-    # cannot import, and scikit-build-core then asks for a cmake wheel that is not here (run 146).
+    # Without build isolation: in pip's isolated build environment scikit-build-core did not take the
+    # device's cmake and asked for a cmake wheel, which is not here (run 146; this way, run 147).
     echo "cmake: $(command -v cmake) $(cmake --version | head -1)"
     PYTHONPATH="$deps/site${PYTHONPATH:+:$PYTHONPATH}" CMAKE_ARGS="-DXXHASH_INCLUDE_DIR=$deps/include" \
       CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip wheel -q --no-build-isolation --no-index --no-deps \
