@@ -5,6 +5,19 @@
 namespace flash_indexer {
 namespace kernels {
 
+// Inclusive prefix sum of `x` over the lanes of a warp in lane order, summed over the first kLanes lanes
+// (every lane of the warp must call it).
+template <int kLanes = 32, class T>
+__device__ __forceinline__ T warp_inclusive_sum(T x) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int d = 1; d < kLanes; d <<= 1) {
+    const T y = __shfl_up_sync(0xffffffffu, x, d);
+    if (lane >= d) x += y;
+  }
+  return x;
+}
+
 template <int kThreads>
 struct BlockScan {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 32");
@@ -19,12 +32,7 @@ struct BlockScan {
   __device__ static T exclusive_last(T x, T* scratch, T& total) {
     const int lane = threadIdx.x & 31;
     const int warp = threadIdx.x >> 5;
-    T inclusive = x;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const T y = __shfl_up_sync(0xffffffffu, inclusive, d);
-      if (lane >= d) inclusive += y;
-    }
+    const T inclusive = warp_inclusive_sum(x);
     if (lane == 31) scratch[warp] = inclusive;
     __syncthreads();
     if constexpr (kWarps == 32) {
@@ -32,12 +40,7 @@ struct BlockScan {
       // one shared-memory read per thread instead of 32 (the register selector's 16K rows spent 3.5K
       // cycles in this scan, trace run 145).
       const T mine = scratch[lane];
-      T through = mine;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const T y = __shfl_up_sync(0xffffffffu, through, d);
-        if (lane >= d) through += y;
-      }
+      const T through = warp_inclusive_sum(mine);
       total = __shfl_sync(0xffffffffu, through, 31);
       return __shfl_sync(0xffffffffu, through - mine, warp) + inclusive - x;
     } else {

@@ -57,13 +57,7 @@ __device__ __forceinline__ FoundBin find_in_groups(const unsigned int* bins, con
   auto reach = [&](const unsigned int* c, int before, int& bin, int& above, int& count) {
     const uint2 two = reinterpret_cast<const uint2*>(c)[lane];
     const int own = static_cast<int>(two.x + two.y);
-    int inclusive = own;
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-      if (lane >= d) inclusive += y;
-    }
-    inclusive += before;
+    const int inclusive = warp_inclusive_sum(own) + before;
     const unsigned int reached = __ballot_sync(0xffffffffu, inclusive >= need);
     if (reached == 0) {
       above = __shfl_sync(0xffffffffu, inclusive, 31);

@@ -77,12 +77,7 @@ __device__ void select_tile(const TopkTile<In>& t, float above_at, float candida
   // in the upper field, which holds them unsigned.
   const unsigned int mine = static_cast<unsigned int>(__popcll(above)) | static_cast<unsigned int>(__popcll(candidate)) << 16;
   static_assert(sizeof(Mask) <= 8, "mask");
-  unsigned int prefix = mine;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const unsigned int y = __shfl_up_sync(0xffffffffu, prefix, d);
-    if (lane >= d) prefix += y;
-  }
+  unsigned int prefix = warp_inclusive_sum(mine);
   if (lane == 31) sm.warp_runs[parity][warp] = prefix;
   prefix -= mine;
   __syncthreads();

@@ -2,6 +2,8 @@
 // The threshold search of the on-chip top-k selectors (topk_resident.cuh, topk_register.cuh): over bin
 // counts held kPer per thread, best bin first, the bin where the running count reaches k.
 
+#include "block_scan.cuh"
+
 namespace flash_indexer {
 namespace kernels {
 
@@ -22,22 +24,12 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
   int own = 0;
 #pragma unroll
   for (int i = 0; i < kPer; ++i) own += c[i];
-  int inclusive = own;
-#pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += y;
-  }
+  const int inclusive = warp_inclusive_sum(own);
   if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
   __syncthreads();
   // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total the last warp's.
   constexpr int kWarps = kThreads / 32;
-  int sums = lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0;
-#pragma unroll
-  for (int d = 1; d < kWarps; d <<= 1) {
-    const int y = __shfl_up_sync(0xffffffffu, sums, d);
-    if (lane >= d) sums += y;
-  }
+  const int sums = warp_inclusive_sum<kWarps>(lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0);
   const int total = __shfl_sync(0xffffffffu, sums, kWarps - 1);
   const int warps_before = __shfl_sync(0xffffffffu, sums, (warp + 31) & 31);
   int before = inclusive - own + (warp > 0 ? warps_before : 0);
