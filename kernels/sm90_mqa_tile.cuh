@@ -77,12 +77,24 @@ struct Sm90MqaTile {
   using Mma = sm90::WgmmaFp8<kChunk>;
   using Acc = float[kChunks][kChunk / 2];
 
-  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
-  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
+  using KeyFragments = unsigned[kHeadDim / 32][4];
+  // Keeps the compiler from moving reads or writes of these registers across the asynchronous wgmma.
+  __device__ __forceinline__ static void fence(Acc& acc) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
       for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+  }
+  __device__ __forceinline__ static void fence(KeyFragments& a) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 32; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
+  }
+
+  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
+  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
+    fence(acc);
     sm90::wgmma_fence();
     // A k-step 32 bytes on is the descriptor's start address (bytes / 16, 14 bits) plus 2: shared memory
     // ends below 256 KB, so the field never carries. One descriptor per operand and block instead of
@@ -97,24 +109,17 @@ struct Sm90MqaTile {
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+    fence(acc);
   }
 
   // The same with the keys as wgmma A fragments in registers, one set per k-step (the MXFP4 path
   // converts its keys straight into them: mxfp4_e4m3.cuh). The first k-step overwrites acc.
-  using KeyFragments = unsigned[kHeadDim / 32][4];
   __device__ __forceinline__ static void scores(Acc& acc, KeyFragments& a, const unsigned char* q_s) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
       for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register_overwritten(acc[c][r]);
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
+    fence(a);
     sm90::wgmma_fence();
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -124,14 +129,8 @@ struct Sm90MqaTile {
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
+    fence(acc);
+    fence(a);
   }
 
   // Column c = j * H + h of S: a thread holds columns 8g + 2 * quad + {0, 1} of each 8-column group g,
