@@ -55,62 +55,18 @@ __device__ __forceinline__ Mxfp4Exponents mxfp4_exponents(unsigned int word) {
   return {static_cast<int>(m), m == 0xffu};
 }
 
+// Converts the 32 values of group g of a vector (16 packed bytes, `in`) into its 32 E4M3 bytes (`out`).
+__device__ __forceinline__ void e4m3_of_group(const uint4& in, unsigned int exponents, int g, int largest, uint4 (&out)[2]) {
+  const uint2 table = e4m3_magnitudes(static_cast<int>((exponents >> (8 * g)) & 0xffu) - largest + 6);
+  const uint2 a = e4m3_of_packed(in.x, table), b = e4m3_of_packed(in.y, table);
+  const uint2 c = e4m3_of_packed(in.z, table), d = e4m3_of_packed(in.w, table);
+  out[0] = make_uint4(a.x, a.y, b.x, b.y);
+  out[1] = make_uint4(c.x, c.y, d.x, d.y);
+}
+
 // Byte offset of 16-byte chunk c of row r in a 128B-swizzled K-major tile of 128-byte rows (what the
 // TMA's CU_TENSOR_MAP_SWIZZLE_128B writes and the wgmma descriptors read), from a 1024-aligned base.
 __device__ __forceinline__ int swizzled_128b(int r, int c) { return r * 128 + ((c ^ (r & 7)) << 4); }
-
-// The sm90 kernel's K order (D = 128): the wgmma's A fragments give lane q of a quad, per k-step kk,
-// columns 4q..4q+3 and 16+4q..16+4q+3 of its two keys (sm90_primitives.cuh, WgmmaFp8). Those columns
-// hold dimensions 32q + 8kk + 0..7, so a lane converts exponent group q of its keys, 16 packed bytes
-// read at once, straight into its fragments with one exponent, and the dot products are the same sums
-// in another order. The query's tile is written in that order: dimension 32g + 4w + i (word w of group
-// g, i < 4) at column 32(w / 2) + 16(w % 2) + 4g + i, i.e. the 16-byte chunk w of a row holds word w of
-// the four groups.
-// One query row (its 64 packed bytes and exponent word) as E4M3 in that order, into its 128-byte row of
-// a 128B-swizzled K-major tile (what the wgmma's B descriptor reads).
-__device__ __forceinline__ void mxfp4_query_row(const unsigned char* packed, unsigned int exponents, int row, unsigned char* tile) {
-  const Mxfp4Exponents e = mxfp4_exponents(exponents);
-  unsigned int words[8][4];  // [word w][group g]
-#pragma unroll
-  for (int g = 0; g < 4; ++g) {
-    const uint4 in = *reinterpret_cast<const uint4*>(packed + 16 * g);
-    const uint2 table = e4m3_magnitudes(static_cast<int>((exponents >> (8 * g)) & 0xffu) - e.largest + 6);
-    const unsigned int x[4] = {in.x, in.y, in.z, in.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint2 v = e.nan ? make_uint2(0u, 0u) : e4m3_of_packed(x[i], table);
-      words[2 * i][g] = v.x;
-      words[2 * i + 1][g] = v.y;
-    }
-  }
-#pragma unroll
-  for (int w = 0; w < 8; ++w)
-    *reinterpret_cast<uint4*>(tile + swizzled_128b(row, w)) = make_uint4(words[w][0], words[w][1], words[w][2], words[w][3]);
-}
-
-// A thread's keys key0 and key0 + 8 of an MXFP4 block (kMxfp4BlockBytes at `raw`: 64 tokens of 64
-// packed bytes, then their exponent words) as the wgmma's A fragments in that order (a[kk]: k-step
-// kk), lane `quad` converting group `quad`; and each key's factor 2^(M - 133) (1 for a NaN vector, whose
-// values are zeros).
-__device__ __forceinline__ void mxfp4_key_fragments(const unsigned char* raw, int key0, int quad, unsigned int (&a)[4][4],
-                                                    float (&scale)[2]) {
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int token = key0 + 8 * r;
-    const unsigned int exponents = *reinterpret_cast<const unsigned int*>(raw + 64 * 64 + token * 4);
-    const uint4 in = *reinterpret_cast<const uint4*>(raw + token * 64 + quad * 16);
-    const Mxfp4Exponents e = mxfp4_exponents(exponents);
-    const uint2 table = e4m3_magnitudes(static_cast<int>((exponents >> (8 * quad)) & 0xffu) - e.largest + 6);
-    const unsigned int x[4] = {in.x, in.y, in.z, in.w};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint2 v = e.nan ? make_uint2(0u, 0u) : e4m3_of_packed(x[kk], table);
-      a[kk][r] = v.x;      // a0 / a1: columns 4q..4q+3 of key0 / key0 + 8
-      a[kk][2 + r] = v.y;  // a2 / a3: columns 16+4q..16+4q+3
-    }
-    scale[r] = e.nan ? 1.0f : exact_power_of_two(e.largest - 133);
-  }
-}
 
 }  // namespace kernels
 }  // namespace flash_indexer

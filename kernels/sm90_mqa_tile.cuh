@@ -21,6 +21,7 @@ template <int kStages>
 struct Sm90MqaSmem {
   unsigned char* q;
   unsigned char* k;
+  unsigned char* conv;  // MXFP4: the consumers' E4M3 tiles
   float* scales;
   float* weights;
   float* scores;  // [stage][query row][64]
@@ -37,6 +38,7 @@ struct Sm90MqaSmem {
     unsigned char* smem = raw + ((1024u - (sm90::smem_address(raw) & 1023u)) & 1023u);  // 128B swizzle: 1024-aligned
     q = smem + l.q;
     k = smem + l.k;
+    conv = smem + l.conv;
     scales = reinterpret_cast<float*>(smem + l.scales);
     weights = reinterpret_cast<float*>(smem + l.weights);
     scores = reinterpret_cast<float*>(smem + l.values);
@@ -77,24 +79,18 @@ struct Sm90MqaTile {
   using Mma = sm90::WgmmaFp8<kChunk>;
   using Acc = float[kChunks][kChunk / 2];
 
-  using KeyFragments = unsigned[kHeadDim / 32][4];
-  // Keeps the compiler from moving reads or writes of these registers across the asynchronous wgmma.
-  __device__ __forceinline__ static void fence(Acc& acc) {
+  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return. kFresh: acc's
+  // earlier values are dead (the first k-step overwrites them), so the compiler need not keep them
+  // live up to here (the MXFP4 path converts its keys in that window).
+  template <bool kFresh = false>
+  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
-  }
-  __device__ __forceinline__ static void fence(KeyFragments& a) {
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
-  }
-
-  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
-  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
-    fence(acc);
+      for (int r = 0; r < kChunk / 2; ++r) {
+        if constexpr (kFresh) sm90::fence_register_overwritten(acc[c][r]);
+        else sm90::fence_register(acc[c][r]);
+      }
     sm90::wgmma_fence();
     // A k-step 32 bytes on is the descriptor's start address (bytes / 16, 14 bits) plus 2: shared memory
     // ends below 256 KB, so the field never carries. One descriptor per operand and block instead of
@@ -109,28 +105,10 @@ struct Sm90MqaTile {
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
-    fence(acc);
-  }
-
-  // The same with the keys as wgmma A fragments in registers, one set per k-step (the MXFP4 path
-  // converts its keys straight into them: mxfp4_e4m3.cuh). The first k-step overwrites acc.
-  __device__ __forceinline__ static void scores(Acc& acc, KeyFragments& a, const unsigned char* q_s) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register_overwritten(acc[c][r]);
-    fence(a);
-    sm90::wgmma_fence();
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a[kk], b + 2 * kk, kk);
-    }
-    sm90::wgmma_commit();
-    sm90::wgmma_wait_all();
-    fence(acc);
-    fence(a);
+      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
   }
 
   // Column c = j * H + h of S: a thread holds columns 8g + 2 * quad + {0, 1} of each 8-column group g,
