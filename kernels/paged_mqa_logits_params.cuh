@@ -74,8 +74,8 @@ constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // 
 // at N = 64). Two consumers (N <= 64, two CTAs per SM) stay within 80 registers (48..80); four (N 72..128)
 // take registers from the producer warpgroup (setmaxnreg, as the prefill kernel: 128 * 32 + 512 * 112 =
 // 640 * 96, exactly what the launch holds; a handover asking for more than the producer frees deadlocks).
-// The MXFP4 path (mxfp4_e4m3.cuh) keeps them in shared memory: its consumers need the registers to
-// convert their blocks, and move registers wherever they are four.
+// The MXFP4 path (mxfp4_e4m3.cuh) keeps them in shared memory: its consumers need the registers for
+// their keys' fragments, and move registers wherever they are four.
 constexpr bool sm90_register_weights(int next_n, int heads, bool mxfp4 = false) {
   return !mxfp4 && next_n <= 3 && next_n * heads <= 128;
 }
@@ -90,20 +90,26 @@ constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
 }
-// MXFP4: 40 / 104 (128 * 40 + 512 * 104 = 58368 <= 640 * 96): its producer warpgroup spilled at 32.
-constexpr int sm90_producer_registers(bool mxfp4) { return mxfp4 ? 40 : 32; }
-constexpr int sm90_consumer_registers(bool mxfp4) { return mxfp4 ? 104 : 112; }
+// The MXFP4 form's wgmma N per round (Sm90MqaTile::head_sums_in_rounds): all N columns at once, except
+// at next_n 4, where the accumulators of all four query rows and the keys' 16 fragment registers did not
+// fit (ptxas spilled 16 bytes at N = 128, four consumers, and 24 at N = 256, two): there two rows a round.
+constexpr int sm90_mxfp4_round(int next_n, int heads) { return next_n == 4 ? 2 * heads : next_n * heads; }
+// Four consumers: 128 * 32 + 512 * 112 = 640 * 96, exactly what the launch holds. MXFP4 from next_n 3
+// on: 40 / 104 (128 * 40 + 512 * 104 = 58368 <= 640 * 96), its store warps spilled 12-28 bytes at 32;
+// at next_n 2 (H 64) its consumers spill 16 bytes at 104.
+constexpr int sm90_producer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 40 : 32; }
+constexpr int sm90_consumer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 104 : 112; }
 
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
 struct Sm90Layout {
-  int q, k, conv, scales, weights, values, histogram, barriers, invalid, block_ids, bytes;
+  int q, k, scales, weights, values, histogram, barriers, invalid, block_ids, bytes;
 };
 
 // The MXFP4 cache's block (D = 128): 64 tokens of 64 packed bytes, then their 64 int32 exponent words;
-// the sm90 kernel copies it whole into a ring stage and each consumer converts it into its own E4M3
-// tile (`conv`, mxfp4_e4m3.cuh) with the tokens' scales (two sets per consumer, by block parity).
+// the sm90 kernel copies it whole into a ring stage, from which the consumer that takes it converts its
+// keys straight into the wgmma's register fragments (mxfp4_e4m3.cuh).
 constexpr int kMxfp4BlockBytes = 64 * 64 + 64 * 4;
 
 // A CTA's KV blocks (its split of one request), at most; the host's split never exceeds it. The paged
@@ -117,16 +123,9 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
   Sm90Layout l{};
   l.q = 0;
   l.k = round_up(next_n * heads * head_dim, 1024);
-  if (mxfp4) {
-    const int consumers = sm90_consumers(next_n * heads);
-    l.conv = round_up(l.k + stages * kMxfp4BlockBytes, 1024);
-    l.scales = l.conv + consumers * 64 * head_dim;
-    l.weights = l.scales + consumers * 2 * 64 * 4;
-  } else {
-    l.conv = l.k;
-    l.scales = l.k + stages * 64 * head_dim;
-    l.weights = l.scales + stages * 64 * 4;
-  }
+  const int stage_bytes = mxfp4 ? kMxfp4BlockBytes : 64 * head_dim;  // MXFP4: no separate scales
+  l.scales = l.k + stages * stage_bytes;
+  l.weights = l.scales + (mxfp4 ? 0 : stages * 64 * 4);
   l.values = l.weights + next_n * heads * 4;
   l.histogram = l.values + stages * next_n * 64 * 4;
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);

@@ -33,27 +33,6 @@
 namespace flash_indexer {
 namespace kernels {
 
-// One consumer warpgroup's share of an MXFP4 block (kMxfp4BlockBytes at `raw`): thread t of 128 converts
-// half of token t / 2 (two exponent groups) into the E4M3 tile `conv` (64 rows of 128 bytes, 128B
-// swizzle, as the TMA writes the FP8 keys) and, for the even half, the token's scale 2^(M - 133). A
-// token with an 0xFF exponent is zeros with scale 1: its logits are 0, as the reference's.
-__device__ __forceinline__ void convert_mxfp4_block(const unsigned char* raw, unsigned char* conv, float* scales, int t) {
-  const int token = t / 2, half = t % 2;
-  const unsigned int exponents = *reinterpret_cast<const unsigned int*>(raw + 64 * 64 + token * 4);
-  const Mxfp4Exponents e = mxfp4_exponents(exponents);
-  const uint4* packed = reinterpret_cast<const uint4*>(raw + token * 64 + half * 32);
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int g = 2 * half + i;
-    uint4 out[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-    if (!e.nan) e4m3_of_group(packed[i], exponents, g, e.largest, out);
-    *reinterpret_cast<uint4*>(conv + swizzled_128b(token, 2 * g)) = out[0];
-    *reinterpret_cast<uint4*>(conv + swizzled_128b(token, 2 * g + 1)) = out[1];
-  }
-  if (half == 0) scales[token] = e.nan ? 1.0f : exact_power_of_two(e.largest - 133);
-  sm90::fence_proxy_async();
-}
-
 // lens[j] for a j known only at run time, without a dynamically indexed (local memory) array.
 template <int kNextN>
 __device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
@@ -64,9 +43,10 @@ __device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
   return len;
 }
 
-// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 in shared memory
-// (mxfp4_e4m3.cuh): the query once per CTA with its heads' factors folded into their weights, each
-// block by the consumer that takes it, after which the math is the FP8 path's.
+// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
+// query once per CTA into shared memory with its heads' factors folded into their weights, each block's
+// keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
+// math is the FP8 path's.
 template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   await_previous_kernel();  // before this kernel's first global memory access
@@ -80,6 +60,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr bool kConsumersCount = sm90_consumers_count(kN);
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
+  constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kN;
   using Store = LogitsStore<kOut>;
   const PagedMqaLogitsParams& p = params.p;
 
@@ -199,16 +180,11 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     sm.weights[tid] = weight;
   }
   if constexpr (kMxfp4) {
-    // The query as E4M3 in the tile the TMA fills on the FP8 path: one (row, exponent group) per step.
-    for (int i = tid; i < kN * 4; i += kSm90Threads) {
-      const int row = i / 4, g = i % 4;
+    // The query as E4M3 in the tile the TMA fills on the FP8 path, in the K order of the keys' register
+    // fragments (mxfp4_e4m3.cuh): one row per thread.
+    for (int row = tid; row < kN; row += kSm90Threads) {
       const long long q_row = static_cast<long long>(b) * kN + row;
-      const unsigned int exponents = static_cast<unsigned int>(p.q_scales[q_row]);
-      const Mxfp4Exponents e = mxfp4_exponents(exponents);
-      uint4 out[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-      if (!e.nan) e4m3_of_group(*reinterpret_cast<const uint4*>(p.q + q_row * 64 + g * 16), exponents, g, e.largest, out);
-      *reinterpret_cast<uint4*>(sm.q + swizzled_128b(row, 2 * g)) = out[0];
-      *reinterpret_cast<uint4*>(sm.q + swizzled_128b(row, 2 * g + 1)) = out[1];
+      mxfp4_query_row(p.q + q_row * 64, static_cast<unsigned int>(p.q_scales[q_row]), row, sm.q);
     }
     sm90::fence_proxy_async();  // before the barrier below: the consumers' wgmma reads it
   }
@@ -216,7 +192,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   __syncthreads();
 
   if (warpgroup == kSm90Consumers) {
-    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_dec<sm90_producer_registers(kMxfp4)>();
+    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_dec<sm90_producer_registers(kNextN, kMxfp4)>();
     if (producer_thread) {
       if constexpr (!kEarly && !kMxfp4) sm90::prefetch_tensor_map(&params.kv_map);
       if (!early) issue_query();
@@ -252,7 +228,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
     }
   } else {
-    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_inc<sm90_consumer_registers(kMxfp4)>();
+    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_inc<sm90_consumer_registers(kNextN, kMxfp4)>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
@@ -272,33 +248,34 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       sm90::mbarrier_wait(&sm.full[stage], (i / kSm90Stages) & 1);
       const bool valid = sm.invalid[stage] == 0;
       float scale = 0.0f;  // of this lane's key (Tile::owned_key)
-      // MXFP4: this consumer's tile and the block's scales (two sets: a warp two blocks ahead would have
-      // to pass the next block's barrier, which waits for every warp of the warpgroup).
-      unsigned char* const conv = sm.conv + warpgroup * kKeyBytes;
-      float* const conv_scales = sm.scales + (2 * warpgroup + (i / kSm90Consumers) % 2) * 64;
-      auto read_scales_and_release = [&] {
-        if (valid) scale = kMxfp4 ? conv_scales[owned_key] : sm.scales[stage * 64 + owned_key];
-        if constexpr (!kMxfp4) sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
+      auto read_scales_and_release = [&] {  // the FP8 path
+        if (valid) scale = sm.scales[stage * 64 + owned_key];
+        sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
       };
+      // The FP8 stage is released as soon as the wgmma has read it, except where the accumulators and
+      // the weights fill the registers (four consumers): releasing it before the head sums there makes
+      // ptxas spill 24-28 bytes, measured slower (device run 120), so it is released after them.
+      constexpr bool kLateRelease = !kMxfp4 && sm90_moves_registers(kNextN, kHeads, kMxfp4);
+      typename Tile::Owned sum;
       if constexpr (kMxfp4) {
-        if (valid) convert_mxfp4_block(sm.k + stage * kMxfp4BlockBytes, conv, conv_scales, tid % 128);
-        sm90::named_barrier_sync(1 + warpgroup, 128);  // the warpgroup's tile is written and fenced
-        sm90::mbarrier_arrive(&sm.empty[stage]);       // the block is in the tile now
-        if (valid) Tile::template scores<true>(acc, conv, sm.q);
+        // The keys straight into the wgmma's A fragments (also for an invalid block: its values become
+        // NaN below), after which the stage is free.
+        typename Tile::KeyFragments a;
+        float key_scales[2];
+        mxfp4_key_fragments(sm.k + stage * kMxfp4BlockBytes, key0, quad, a, key_scales);
+        sm90::mbarrier_arrive(&sm.empty[stage]);
+        if (valid) scale = (quad & 1) != 0 ? key_scales[1] : key_scales[0];  // Tile::owned_key
+        if constexpr (kMxfp4Round < kN) Tile::template head_sums_in_rounds<kMxfp4Round>(a, sm.q, sm.weights, quad, sum);
+        else Tile::scores(acc, a, sm.q);
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
         Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
+        if constexpr (!kLateRelease) read_scales_and_release();
       }
-      // The stage is released as soon as the wgmma has read it, except where the accumulators and the
-      // weights fill the registers (four consumers): releasing it before the head sums there makes
-      // ptxas spill 24-28 bytes, measured slower (device run 120), so it is released after them. MXFP4
-      // reads its scales late always.
-      constexpr bool kLateRelease = kMxfp4 || sm90_moves_registers(kNextN, kHeads, kMxfp4);
-      if constexpr (!kLateRelease) read_scales_and_release();
 
-      typename Tile::Owned sum;
-      if (valid) {
+      if constexpr (kMxfp4Round < kN) {  // the sums are made; an invalid block's become NaN below
+      } else if (valid) {
         if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
         else Tile::head_sums(acc, sm.weights, quad, sum);
       } else {

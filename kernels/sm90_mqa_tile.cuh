@@ -21,7 +21,6 @@ template <int kStages>
 struct Sm90MqaSmem {
   unsigned char* q;
   unsigned char* k;
-  unsigned char* conv;  // MXFP4: the consumers' E4M3 tiles
   float* scales;
   float* weights;
   float* scores;  // [stage][query row][64]
@@ -38,7 +37,6 @@ struct Sm90MqaSmem {
     unsigned char* smem = raw + ((1024u - (sm90::smem_address(raw) & 1023u)) & 1023u);  // 128B swizzle: 1024-aligned
     q = smem + l.q;
     k = smem + l.k;
-    conv = smem + l.conv;
     scales = reinterpret_cast<float*>(smem + l.scales);
     weights = reinterpret_cast<float*>(smem + l.weights);
     scores = reinterpret_cast<float*>(smem + l.values);
@@ -79,18 +77,24 @@ struct Sm90MqaTile {
   using Mma = sm90::WgmmaFp8<kChunk>;
   using Acc = float[kChunks][kChunk / 2];
 
-  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return. kFresh: acc's
-  // earlier values are dead (the first k-step overwrites them), so the compiler need not keep them
-  // live up to here (the MXFP4 path converts its keys in that window).
-  template <bool kFresh = false>
-  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
+  using KeyFragments = unsigned[kHeadDim / 32][4];
+  // Keeps the compiler from moving reads or writes of these registers across the asynchronous wgmma.
+  __device__ __forceinline__ static void fence(Acc& acc) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) {
-        if constexpr (kFresh) sm90::fence_register_overwritten(acc[c][r]);
-        else sm90::fence_register(acc[c][r]);
-      }
+      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+  }
+  __device__ __forceinline__ static void fence(KeyFragments& a) {
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 32; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
+  }
+
+  // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
+  __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
+    fence(acc);
     sm90::wgmma_fence();
     // A k-step 32 bytes on is the descriptor's start address (bytes / 16, 14 bits) plus 2: shared memory
     // ends below 256 KB, so the field never carries. One descriptor per operand and block instead of
@@ -105,10 +109,28 @@ struct Sm90MqaTile {
     }
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
+    fence(acc);
+  }
+
+  // The same with the keys as wgmma A fragments in registers, one set per k-step (the MXFP4 path
+  // converts its keys straight into them: mxfp4_e4m3.cuh). The first k-step overwrites acc.
+  __device__ __forceinline__ static void scores(Acc& acc, KeyFragments& a, const unsigned char* q_s) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[c][r]);
+      for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register_overwritten(acc[c][r]);
+    fence(a);
+    sm90::wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a[kk], b + 2 * kk, kk);
+    }
+    sm90::wgmma_commit();
+    sm90::wgmma_wait_all();
+    fence(acc);
+    fence(a);
   }
 
   // Column c = j * H + h of S: a thread holds columns 8g + 2 * quad + {0, 1} of each 8-column group g,
@@ -154,12 +176,50 @@ struct Sm90MqaTile {
   }
   // Group g of chunk c (query row j = its columns' row) with its two weights w.
   __device__ __forceinline__ static void add_group(const Acc& acc, int c, int g, float2 w, float (&sum)[kRows][2]) {
-    constexpr int kGroupsPerRow = kHeads / 8;
-    const int j = (c * (kChunk / 8) + g) / kGroupsPerRow;
-    sum[j][0] = fmaf(fmaxf(acc[c][4 * g], 0.0f), w.x, sum[j][0]);
-    sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 2], 0.0f), w.x, sum[j][1]);
-    sum[j][0] = fmaf(fmaxf(acc[c][4 * g + 1], 0.0f), w.y, sum[j][0]);
-    sum[j][1] = fmaf(fmaxf(acc[c][4 * g + 3], 0.0f), w.y, sum[j][1]);
+    add_group(&acc[c][4 * g], c * (kChunk / 8) + g, w, sum);
+  }
+  // The 4 accumulators v of 8-column group `group` of the whole tile.
+  __device__ __forceinline__ static void add_group(const float* v, int group, float2 w, float (&sum)[kRows][2]) {
+    const int j = group / (kHeads / 8);
+    sum[j][0] = fmaf(fmaxf(v[0], 0.0f), w.x, sum[j][0]);
+    sum[j][1] = fmaf(fmaxf(v[2], 0.0f), w.x, sum[j][1]);
+    sum[j][0] = fmaf(fmaxf(v[1], 0.0f), w.y, sum[j][0]);
+    sum[j][1] = fmaf(fmaxf(v[3], 0.0f), w.y, sum[j][1]);
+  }
+
+  // The register-fragment form where N's accumulators and the fragments together do not fit the
+  // registers (ptxas spilled at N = 96-128 with four consumers and at N = 256 with two): the columns in
+  // rounds of kRound, each its own wgmma over the same fragments followed by its query rows' head sums,
+  // so that one round's accumulators are live at a time. Rows never span rounds (kRound % kHeads == 0),
+  // so every sum runs in head_sums' order: the same bits.
+  template <int kRound>
+  __device__ __forceinline__ static void head_sums_in_rounds(KeyFragments& a, const unsigned char* q_s, const float* weight_s,
+                                                             int quad, Owned& out) {
+    static_assert(kN % kRound == 0 && kRound % kHeads == 0, "whole query rows per round");
+    float sum[kRows][2];
+    clear(sum);
+#pragma unroll
+    for (int round = 0; round < kN / kRound; ++round) {
+      float acc[kRound / 2];
+#pragma unroll
+      for (int r = 0; r < kRound / 2; ++r) sm90::fence_register_overwritten(acc[r]);
+      fence(a);
+      sm90::wgmma_fence();
+      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + round * kRound * kHeadDim);
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 32; ++kk) sm90::WgmmaFp8<kRound>::mma(acc, a[kk], b + 2 * kk, kk);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait_all();
+#pragma unroll
+      for (int r = 0; r < kRound / 2; ++r) sm90::fence_register(acc[r]);
+      fence(a);
+#pragma unroll
+      for (int g = 0; g < kRound / 8; ++g) {
+        const int group = round * (kRound / 8) + g;
+        add_group(&acc[4 * g], group, *reinterpret_cast<const float2*>(&weight_s[8 * group + 2 * quad]), sum);
+      }
+    }
+    reduce_quad(sum, quad, out);
   }
   // Across the 4 lanes of a quad, in a fixed order: every value is (p0 + p1) + (p2 + p3) of the four
   // lanes' partials p, as a butterfly of two xor-shuffles per value gives it, but each exchange step
