@@ -52,15 +52,15 @@ constexpr int kMqaSm90Rows = 128;
 constexpr int mqa_sm90_tokens(int heads) { return kMqaSm90Rows / heads; }
 // Four consumer warpgroups (as DeepGEMM's prefill kernel): while one runs its epilogue the others keep
 // the tensor cores busy (three left them half idle). 640 threads fit the register file only by moving
-// registers from the producer warpgroup (32) to the consumers (112) with setmaxnreg. Stages: a multiple
-// of the 4 consumers and the 3 store warps.
+// registers from the producer warpgroup (32) to the consumers (112) with setmaxnreg; of the producer
+// warpgroup only the producer thread works. Stages: a multiple of the 4 consumers.
 constexpr int kMqaSm90Consumers = 4;
 constexpr int kMqaSm90Threads = 128 * (kMqaSm90Consumers + 1);
 constexpr int kMqaSm90Stages = 12;
 constexpr int kMqaSm90ProducerRegisters = 32;
 constexpr int kMqaSm90ConsumerRegisters = 112;
 constexpr Sm90Layout mqa_sm90_layout(int heads, int head_dim, bool histogram) {
-  return sm90_layout(mqa_sm90_tokens(heads), heads, head_dim, histogram, kMqaSm90Stages);
+  return sm90_layout(mqa_sm90_tokens(heads), heads, head_dim, histogram, kMqaSm90Stages, false, false);
 }
 
 }  // namespace kernels

@@ -9,12 +9,12 @@
 // split, so their key tiles meet in L2. The producer thread loads the group's Q once (a 2-D TMA; rows
 // past T read as zeros) and streams the key tiles (a 2-D TMA of 64 x D FP8, rows past N as zeros)
 // through the ring; consumer warpgroups take the tiles in turn (sm90_mqa_tile.cuh: wgmma, then the
-// ReLU-weighted head sums in a fixed order, so results are bitwise deterministic), scale them by the
-// keys' FP32 scales (read from global: a tile's scales need not be 16-byte aligned for a bulk copy)
-// and hand them to the store warps, which write each token's window, -inf outside it with
-// fill_masked. With the histogram the consumers count the values they hand off (a few per lane; the
-// three store warps counting every score could not keep up with four consumers: +32 % in device run
-// 127).
+// ReLU-weighted head sums in a fixed order with the weights in registers, so results are bitwise
+// deterministic), scale them by the keys' FP32 scales (read from global: a tile's scales need not be
+// 16-byte aligned for a bulk copy) and store them themselves: after the quad's reduce-scatter each lane
+// owns one value of every two tokens and writes it, -inf outside its token's window with fill_masked, and
+// counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
+// and count cost 3-6 % at H 64 and halved the rate at H 16, device run 156: those warps bounded it.)
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"
@@ -36,7 +36,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
   constexpr int kStages = kMqaSm90Stages;
   constexpr int kThreads = kMqaSm90Threads;
   constexpr Sm90Layout kLayout = mqa_sm90_layout(kHeads, kHeadDim, kHistogram);
-  static_assert(kStages % kSm90StoreWarps == 0 && kStages % kConsumers == 0, "stage ownership");
+  static_assert(kStages % kConsumers == 0, "stage ownership");
   using Store = LogitsStore<kOut>;
   const MqaLogitsParams& p = params.p;
 
@@ -83,9 +83,9 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     for (int i = tid; i < kG * kCoarseBins; i += kThreads) sm.hist[i] = 0;
   for (int i = tid; i < kN; i += kThreads)
     sm.weights[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
-  int* const windows = sm.block_ids;  // [start, end) of each token's window, for the consumers' counts
+  int* const windows = sm.block_ids;  // [start, end) of each token's window, for the consumers' stores
   static_assert(2 * kG <= kSm90MaxBlocksPerSplit, "the windows fit the (here unused) block-id slots");
-  if (kHistogram && tid == 0) {
+  if (tid == 0) {
 #pragma unroll
     for (int j = 0; j < kG; ++j) windows[2 * j] = starts[j], windows[2 * j + 1] = ends[j];
   }
@@ -104,36 +104,14 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
         sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes);
         sm90::tma_load_2d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, (active + i) * 64);
       }
-    } else if (tid >= kConsumers * 128 + 32) {  // the store warps, tile i to warp i % 3
-      const int warp = (tid - (kConsumers * 128 + 32)) / 32;
-      const int lane = tid % 32;
-      for (int i = warp; i < count; i += kSm90StoreWarps) {
-        const int stage = i % kStages;
-        sm90::mbarrier_wait(&sm.scores_full[stage], (i / kStages) & 1);
-        const int s0 = (active + i) * 64;
-        for (int e = lane; e < kG * 64; e += 32) {
-          const int j = e / 64;
-          const int s = s0 + e % 64;
-          if (t0 + j >= p.tokens || s >= p.keys) continue;
-          int start = starts[0], end = ends[0];  // starts[j] without a dynamically indexed (local memory) array
-#pragma unroll
-          for (int jj = 1; jj < kG; ++jj)
-            if (jj == j) start = starts[jj], end = ends[jj];
-          const long long index = static_cast<long long>(t0 + j) * p.logits_stride + s;
-          if (s < start || s >= end) {
-            if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
-            continue;
-          }
-          Store::store(p.logits, index, sm.scores[stage * kG * 64 + e]);
-        }
-        sm90::mbarrier_arrive(&sm.scores_free[stage]);
-      }
-    }
+    }  // the producer warpgroup's other warps have nothing to do
   } else {
     sm90::set_max_registers_inc<kMqaSm90ConsumerRegisters>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    typename Tile::Weights weights;
+    Tile::load_weights(weights, sm.weights, quad);
     typename Tile::Acc acc;
 #pragma unroll
     for (int c = 0; c < Tile::kChunks; ++c)
@@ -151,25 +129,23 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
       typename Tile::Owned sum;
-      Tile::head_sums(acc, sm.weights, quad, sum);
-
-      // Hand the scaled scores to the store warps.
-      if (i >= kStages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kStages) - 1) & 1);
+      Tile::head_sums(acc, weights, quad, sum);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] *= scale;
-      if constexpr (kHistogram) {  // the values this lane hands off that the store warps will store
+      // Value n of this lane: token owned_row, key `key`; a warp's store covers 16 consecutive columns of
+      // two rows.
 #pragma unroll
-        for (int n = 0; n < Tile::kOwned; ++n) {
-          if (Tile::owns(n, quad)) {
-            const int j = Tile::owned_row(n, quad);  // the token of value n
-            const int bin = key < p.keys && key >= windows[2 * j] && key < windows[2 * j + 1]
-                                ? histogram_bin(Store::rounded(sum[n])) : -1;
-            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-          }
+      for (int n = 0; n < Tile::kOwned; ++n) {
+        const int j = Tile::owned_row(n, quad);
+        if (!Tile::owns(n, quad) || t0 + j >= p.tokens || key >= p.keys) continue;
+        const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1];
+        if (kHistogram && inside) {
+          const int bin = histogram_bin(Store::rounded(sum[n]));  // -1: NaN, not counted
+          if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
         }
+        if (inside || p.fill_masked)
+          Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + key, inside ? sum[n] : negative_infinity());
       }
-      Tile::hand_off(sm.scores + stage * kG * 64, sum, quad, key0);
-      sm90::mbarrier_arrive(&sm.scores_full[stage]);
     }
   }
 

@@ -117,8 +117,10 @@ constexpr int kMxfp4BlockBytes = 64 * 64 + 64 * 4;
 // up to 64 where two CTAs share an SM and up to this where one holds it (runtime/sm90_split.hpp).
 constexpr int kSm90MaxBlocksPerSplit = 256;
 // `stages`: 0 for sm90_stages (the paged kernel); the prefill kernel sets its own. `mxfp4`: the paged
-// kernel on the MXFP4 cache (D = 128).
-constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false) {
+// kernel on the MXFP4 cache (D = 128). `score_stages`: the consumers hand their scores to the store
+// warps through shared memory (not in the prefill kernel, whose consumers store them).
+constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false,
+                                 bool score_stages = true) {
   if (stages == 0) stages = sm90_stages(next_n * heads);
   Sm90Layout l{};
   l.q = 0;
@@ -127,7 +129,7 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
   l.scales = l.k + stages * stage_bytes;
   l.weights = l.scales + (mxfp4 ? 0 : stages * 64 * 4);
   l.values = l.weights + next_n * heads * 4;
-  l.histogram = l.values + stages * next_n * 64 * 4;
+  l.histogram = l.values + (score_stages ? stages * next_n * 64 * 4 : 0);
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);
   l.invalid = l.barriers + (4 * stages + 1) * 8;
   l.block_ids = l.invalid + stages * 4;
