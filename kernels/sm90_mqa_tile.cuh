@@ -188,7 +188,7 @@ struct Sm90MqaTile {
   }
 
   // The register-fragment form where N's accumulators and the fragments together do not fit the
-  // registers (ptxas spilled at N = 96-128 with four consumers and at N = 256 with two): the columns in
+  // registers (sm90_mxfp4_round: next_n 4, N = 128 with four consumers, N = 256 with two): the columns in
   // rounds of kRound, each its own wgmma over the same fragments followed by its query rows' head sums,
   // so that one round's accumulators are live at a time. Rows never span rounds (kRound % kHeads == 0),
   // so every sum runs in head_sums' order: the same bits.
