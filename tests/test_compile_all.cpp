@@ -1,4 +1,5 @@
-// NVRTC compiles every kernel of every op for sm_90a, with no spills and no stack frame (one test each),
+// NVRTC compiles every kernel of every op for sm_90a, with no spills, no stack frame and no wgmma that
+// ptxas serializes (one test each),
 // except a measured budget for the streaming top-k selectors (split and filter): capped at 64 registers
 // so two CTAs share an SM, ptxas spills a few words in their once-per-row code (the split selector's
 // FP16/BF16 split-1 sampled path: 12 bytes stored, 16 loaded, 8 of stack; the filter selector's FP16
