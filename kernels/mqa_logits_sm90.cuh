@@ -37,6 +37,8 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
   constexpr int kThreads = kMqaSm90Threads;
   constexpr Sm90Layout kLayout = mqa_sm90_layout(kHeads, kHeadDim, kHistogram);
   static_assert(kStages % kConsumers == 0, "stage ownership");
+  static_assert(sm90_handover_fits(kThreads, kMqaSm90ProducerRegisters, kConsumers, kMqaSm90ConsumerRegisters),
+                "the setmaxnreg handover fits the launch's registers");
   using Store = LogitsStore<kOut>;
   const MqaLogitsParams& p = params.p;
 

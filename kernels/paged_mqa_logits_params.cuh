@@ -90,6 +90,21 @@ constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
 }
+constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
+
+// The registers per thread that a launch of `threads` (one CTA per SM) holds: the 64K register file over
+// the threads counted in whole warpgroups (288 count as 384), in steps of 8, at most 255; ptxas gives a
+// kernel that moves registers with setmaxnreg exactly that. A handover whose warpgroups ask for more in
+// total waits forever in `setmaxnreg.inc` (device run 159), so every kernel that moves registers checks
+// its split against this at compile time.
+constexpr int sm90_launch_registers(int threads) {
+  const int r = 65536 / round_up(threads, 128) / 8 * 8;
+  return r < 255 ? r : 255;
+}
+constexpr bool sm90_handover_fits(int threads, int producer_registers, int consumer_warpgroups, int consumer_registers) {
+  return 128 * producer_registers + 128 * consumer_warpgroups * consumer_registers <= threads * sm90_launch_registers(threads);
+}
+
 // The MXFP4 form's wgmma N per round (Sm90MqaTile::head_sums_in_rounds): all N columns at once, except
 // at next_n 4, where the accumulators of all four query rows and the keys' 16 fragment registers did not
 // fit (ptxas spilled 16 bytes at N = 128, four consumers, and 24 at N = 256, two): there two rows a round.
@@ -100,7 +115,6 @@ constexpr int sm90_mxfp4_round(int next_n, int heads) { return next_n == 4 ? 2 *
 constexpr int sm90_producer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 40 : 32; }
 constexpr int sm90_consumer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 104 : 112; }
 
-constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
 // Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
 struct Sm90Layout {

@@ -61,6 +61,10 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
   constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kN;
+  static_assert(!sm90_moves_registers(kNextN, kHeads, kMxfp4) ||
+                    sm90_handover_fits(kSm90Threads, sm90_producer_registers(kNextN, kMxfp4), kSm90Consumers,
+                                       sm90_consumer_registers(kNextN, kMxfp4)),
+                "the setmaxnreg handover fits the launch's registers");
   using Store = LogitsStore<kOut>;
   const PagedMqaLogitsParams& p = params.p;
 

@@ -185,3 +185,17 @@ TEST_CASE("the sm90 kernel's shared memory fits an H200 SM and keeps TMA destina
     CHECK(kernels::sm90_stages(c.next_n * c.heads) % kernels::kSm90StoreWarps == 0);
   }
 }
+
+TEST_CASE("a setmaxnreg handover is checked against the registers its launch holds", "[keys]") {
+  // What ptxas reported for the kernels that move registers (640 threads: 96) and for the launches of
+  // device runs 158-159 (384 and 288 threads: 168; 768: 80).
+  CHECK(kernels::sm90_launch_registers(640) == 96);
+  CHECK(kernels::sm90_launch_registers(384) == 168);
+  CHECK(kernels::sm90_launch_registers(288) == 168);
+  CHECK(kernels::sm90_launch_registers(768) == 80);
+  CHECK(kernels::sm90_launch_registers(256) == 255);
+  CHECK(kernels::sm90_handover_fits(640, 32, 4, 112));  // FP8 four consumers, prefill: exactly the launch
+  CHECK(kernels::sm90_handover_fits(640, 40, 4, 104));  // MXFP4 from next_n 3
+  CHECK_FALSE(kernels::sm90_handover_fits(768, 24, 5, 96));  // run 159's five consumers, which hung
+  CHECK(kernels::sm90_handover_fits(896, 24, 6, 80));         // its six, which ran
+}
