@@ -115,7 +115,6 @@ constexpr int sm90_mxfp4_round(int next_n, int heads) { return next_n == 4 ? 2 *
 constexpr int sm90_producer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 40 : 32; }
 constexpr int sm90_consumer_registers(int next_n, bool mxfp4) { return mxfp4 && next_n > 2 ? 104 : 112; }
 
-
 // Dynamic shared memory of the sm_90a kernel; TMA destinations 1024-byte aligned (128B swizzle).
 struct Sm90Layout {
   int q, k, scales, weights, values, histogram, barriers, invalid, block_ids, bytes;

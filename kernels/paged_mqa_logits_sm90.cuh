@@ -278,13 +278,14 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 
-      if constexpr (kMxfp4Round < kN) {  // the sums are made; an invalid block's become NaN below
-      } else if (valid) {
-        if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
-        else Tile::head_sums(acc, sm.weights, quad, sum);
-      } else {
+      if constexpr (kMxfp4Round == kN) {  // (in rounds the sums are made; an invalid block's become NaN below)
+        if (valid) {
+          if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
+          else Tile::head_sums(acc, sm.weights, quad, sum);
+        } else {
 #pragma unroll
-        for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
+          for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
+        }
       }
       if constexpr (kLateRelease) read_scales_and_release();
 

@@ -196,28 +196,20 @@ struct Sm90MqaTile {
   __device__ __forceinline__ static void head_sums_in_rounds(KeyFragments& a, const unsigned char* q_s, const float* weight_s,
                                                              int quad, Owned& out) {
     static_assert(kN % kRound == 0 && kRound % kHeads == 0, "whole query rows per round");
+    using Round = Sm90MqaTile<kRound / kHeads, kHeads, kHeadDim>;  // the tile of one round's rows
     float sum[kRows][2];
     clear(sum);
 #pragma unroll
     for (int round = 0; round < kN / kRound; ++round) {
-      float acc[kRound / 2];
+      typename Round::Acc acc;
+      Round::scores(acc, a, q_s + round * kRound * kHeadDim);
 #pragma unroll
-      for (int r = 0; r < kRound / 2; ++r) sm90::fence_register_overwritten(acc[r]);
-      fence(a);
-      sm90::wgmma_fence();
-      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + round * kRound * kHeadDim);
+      for (int c = 0; c < Round::kChunks; ++c)
 #pragma unroll
-      for (int kk = 0; kk < kHeadDim / 32; ++kk) sm90::WgmmaFp8<kRound>::mma(acc, a[kk], b + 2 * kk, kk);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait_all();
-#pragma unroll
-      for (int r = 0; r < kRound / 2; ++r) sm90::fence_register(acc[r]);
-      fence(a);
-#pragma unroll
-      for (int g = 0; g < kRound / 8; ++g) {
-        const int group = round * (kRound / 8) + g;
-        add_group(&acc[4 * g], group, *reinterpret_cast<const float2*>(&weight_s[8 * group + 2 * quad]), sum);
-      }
+        for (int g = 0; g < Round::kChunk / 8; ++g) {
+          const int group = round * (kRound / 8) + c * (Round::kChunk / 8) + g;
+          add_group(&acc[c][4 * g], group, *reinterpret_cast<const float2*>(&weight_s[8 * group + 2 * quad]), sum);
+        }
     }
     reduce_quad(sum, quad, out);
   }
