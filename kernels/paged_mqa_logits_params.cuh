@@ -87,6 +87,11 @@ constexpr bool sm90_register_weights(int next_n, int heads, bool mxfp4 = false) 
 // N = 192-256 the consumers bound the kernel and counting there was 5-7 % slower (run 128), with two
 // CTAs per SM (N <= 64) six store warps share the SM.
 constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
+// Where the consumers also store their values themselves (after the quad's reduce-scatter each lane
+// owns one or two; DeepGEMM's consumers store too) instead of handing them to the store warps through
+// shared-memory score stages: the four-consumer FP8 kernels, which count the histogram already. The
+// MXFP4 ones keep the hand-off (n4 h32 with the histogram spilled).
+constexpr bool sm90_direct_stores(int n, bool mxfp4) { return sm90_consumers_count(n) && !mxfp4; }
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
 }
@@ -131,10 +136,14 @@ constexpr int kMxfp4BlockBytes = 64 * 64 + 64 * 4;
 constexpr int kSm90MaxBlocksPerSplit = 256;
 // `stages`: 0 for sm90_stages (the paged kernel); the prefill kernel sets its own. `mxfp4`: the paged
 // kernel on the MXFP4 cache (D = 128). `score_stages`: the consumers hand their scores to the store
-// warps through shared memory (not in the prefill kernel, whose consumers store them).
+// warps through shared memory (the paged kernel's choice: sm90_direct_stores; not in the prefill kernel,
+// whose consumers store them).
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false,
                                  bool score_stages = true) {
-  if (stages == 0) stages = sm90_stages(next_n * heads);
+  if (stages == 0) {  // the paged kernel
+    stages = sm90_stages(next_n * heads);
+    score_stages = !sm90_direct_stores(next_n * heads, mxfp4);
+  }
   Sm90Layout l{};
   l.q = 0;
   l.k = round_up(next_n * heads * head_dim, 1024);

@@ -15,7 +15,9 @@
 // in a fixed order, so results are bitwise deterministic. The consumer releases the key stage (the
 // "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x next_n scores of the block to
 // a store warp of the producer warpgroup through a score stage (mbarriers "scores full" / "scores
-// free"). The store warps round and write the logits with coalesced stores and apply the length mask.
+// free"). The store warps round and write the logits with coalesced stores and apply the length mask;
+// where four consumers share the CTA (FP8, sm90_direct_stores) the consumers store their values
+// themselves with the same mask, and the store warps idle.
 // With kHistogram the coarse bins of the stored values are counted in a shared-memory histogram per
 // row, added to the global one at the end: by the consumers (a few values per lane) where four of
 // them share the CTA, by the store warps elsewhere (sm90_consumers_count).
@@ -58,6 +60,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kSm90Stages = sm90_stages(kN);
   constexpr int kSm90Threads = sm90_threads(kN);
   constexpr bool kConsumersCount = sm90_consumers_count(kN);
+  constexpr bool kDirectStores = sm90_direct_stores(kN, kMxfp4);
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
   constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kN;
@@ -204,7 +207,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.empty[i % kSm90Stages], ((i / kSm90Stages) - 1) & 1);
         issue_block(i);
       }
-    } else if (tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
+    } else if (!kDirectStores && tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
       static_assert(kSm90Stages % kSm90StoreWarps == 0 && kSm90Stages % kSm90Consumers == 0, "stage ownership");
       const int warp = (tid - (kSm90Consumers * 128 + 32)) / 32;
       const int lane = tid % 32;
@@ -289,8 +292,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
       if constexpr (kLateRelease) read_scales_and_release();
 
-      // Hand the scaled scores to the store warps.
-      if (i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
+      // Hand the scaled scores to the store warps, or store them (kDirectStores).
+      if (!kDirectStores && i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       if constexpr (kHistogram && kConsumersCount) {
@@ -306,8 +309,20 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           }
         }
       }
-      Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
-      sm90::mbarrier_arrive(&sm.scores_full[stage]);
+      if constexpr (kDirectStores) {  // as the store warps do: below the width, -inf past the row's length
+        const int s = (first + i) * 64 + owned_key;
+#pragma unroll
+        for (int n = 0; n < Tile::kOwned; ++n) {
+          const int j = Tile::owned_row(n, quad);
+          if (!Tile::owns(n, quad) || s >= p.width) continue;
+          const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
+          if (s < length_of_row(lens, j)) Store::store(p.logits, index, sum[n]);
+          else if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
+        }
+      } else {
+        Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
+        sm90::mbarrier_arrive(&sm.scores_full[stage]);
+      }
     }
   }
 
