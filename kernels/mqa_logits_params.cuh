@@ -45,7 +45,12 @@ struct MqaLogitsSm90Params {
   MqaLogitsParams p;
   TensorMap kv_map;  // uint8 {head_dim, N}, row stride kv_stride bytes; box {head_dim, 64}
   TensorMap q_map;   // uint8 {head_dim, T * H}; box {head_dim, 128}
+  // float {scales_offset + N} from kv_scales rounded down to 16 bytes (the TMA's alignment); box {64}:
+  // key s is coordinate scales_offset + s, and keys past N read as 0. Coordinates below scales_offset
+  // (up to 12 bytes before the scales) are never in a box.
+  TensorMap scales_map;
   int tiles_per_split;
+  int scales_offset;
 };
 
 constexpr int kMqaSm90Rows = 128;

@@ -10,8 +10,8 @@
 // past T read as zeros) and streams the key tiles (a 2-D TMA of 64 x D FP8, rows past N as zeros)
 // through the ring; consumer warpgroups take the tiles in turn (sm90_mqa_tile.cuh: wgmma, then the
 // ReLU-weighted head sums in a fixed order with the weights in registers, so results are bitwise
-// deterministic), scale them by the keys' FP32 scales (read from global: a tile's scales need not be
-// 16-byte aligned for a bulk copy) and store them themselves: after the quad's reduce-scatter each lane
+// deterministic), scale them by the keys' FP32 scales (copied into the stage beside the keys by a 1-D
+// TMA) and store them themselves: after the quad's reduce-scatter each lane
 // owns one value of every two tokens and writes it, -inf outside its token's window with fill_masked, and
 // counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
 // and count cost 3-6 % at H 64 and halved the rate at H 16, device run 156: those warps bounded it.)
@@ -100,11 +100,13 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       sm90::prefetch_tensor_map(&params.kv_map);
       sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
       sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, t0 * kHeads);
+      sm90::prefetch_tensor_map(&params.scales_map);
       for (int i = 0; i < count; ++i) {
         const int stage = i % kStages;
         if (i >= kStages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kStages) - 1) & 1);
-        sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes);
+        sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
         sm90::tma_load_2d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, (active + i) * 64);
+        sm90::tma_load_1d(sm.scales + stage * 64, &params.scales_map, &sm.full[stage], params.scales_offset + (active + i) * 64);
       }
     }  // the producer warpgroup's other warps have nothing to do
   } else {
@@ -121,13 +123,15 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     sm90::mbarrier_wait(sm.q_full, 0);
 
+    // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers).
+    static_assert(kStages % kConsumers == 0, "a consumer's stages wrap as its tiles advance");
+    int stage = warpgroup;
+    unsigned phase = 0;
     for (int i = warpgroup; i < count; i += kConsumers) {
-      const int stage = i % kStages;
       const int s0 = (active + i) * 64;
-      // Issued before the wait, so the loads overlap it and the wgmma; keys past N score 0.
       const int key = s0 + Tile::owned_key(quad, key0);  // the key of this lane's values after the head sums
-      const float scale = key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
-      sm90::mbarrier_wait(&sm.full[stage], (i / kStages) & 1);
+      sm90::mbarrier_wait(&sm.full[stage], phase);
+      const float scale = sm.scales[stage * 64 + Tile::owned_key(quad, key0)];  // 0 past N
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
       typename Tile::Owned sum;
@@ -148,6 +152,8 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
         if (inside || p.fill_masked)
           Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + key, inside ? sum[n] : negative_infinity());
       }
+      stage += kConsumers;
+      if (stage >= kStages) stage -= kStages, phase ^= 1;
     }
   }
 

@@ -55,6 +55,13 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
 
 // ---- TMA ---------------------------------------------------------------------------------------
 
+__device__ __forceinline__ void tma_load_1d(void* dst, const TensorMap* map, unsigned long long* bar, int c0) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];" ::"r"(
+                   smem_address(dst)),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), "r"(c0)
+               : "memory");
+}
+
 __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, unsigned long long* bar, int c0, int c1) {
   asm volatile(
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(

@@ -107,13 +107,15 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
 namespace {
 
 // T and N not multiples of the tiles; the larger N spans several key splits of the sm90 kernel.
-void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed, int T = 37, int N = 700) {
+void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed, int T = 37, int N = 700,
+                             int scales_misalignment = 0) {
   ck::PrefillCase pc;
   pc.config = c;
   pc.tokens = T;
   pc.keys = N;
   pc.fill_masked = fill_masked;
   pc.seed = seed;
+  pc.scales_misalignment = scales_misalignment;
   INFO(ck::describe(pc));
   const ck::PrefillComparison r = ck::run_prefill_case(test::gpu_session(), pc);
   INFO(r.failure);
@@ -128,6 +130,7 @@ const bool registered = [] {
       check_against_reference(c, false, test::fresh_seed());
       check_against_reference(c, true, test::fresh_seed());
       if (c.variant == MqaLogitsVariant::sm90) check_against_reference(c, c.histogram, test::fresh_seed(), 9, 9000);
+      for (int misalignment : {4, 8, 12}) check_against_reference(c, c.histogram, test::fresh_seed(), 37, 700, misalignment);
     });
   }
   return true;

@@ -15,8 +15,9 @@
 namespace flash_indexer::check {
 
 std::string describe(const PrefillCase& c) {
-  return fmt::format("{} T {} N {}{} seed {}", c.config.key().substr(0, c.config.key().rfind('.')), c.tokens, c.keys,
-                     c.fill_masked ? " fill_masked" : "", c.seed);
+  return fmt::format("{} T {} N {}{}{} seed {}", c.config.key().substr(0, c.config.key().rfind('.')), c.tokens, c.keys,
+                     c.fill_masked ? " fill_masked" : "",
+                     c.scales_misalignment ? fmt::format(" kv_scales {} bytes past 16", c.scales_misalignment) : "", c.seed);
 }
 
 PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
@@ -29,8 +30,13 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
 
   const std::size_t elem = c.config.logits == LogitsDType::f32 ? 4 : 2;
   const std::int64_t stride = N + 8;  // the row padding must stay poisoned
-  auto q = DeviceBuffer::from(pb.q), kv = DeviceBuffer::from(pb.kv), scales = DeviceBuffer::from(pb.scales),
-       w = DeviceBuffer::from(pb.w), ks = DeviceBuffer::from(pb.ks), ke = DeviceBuffer::from(pb.ke);
+  auto q = DeviceBuffer::from(pb.q), kv = DeviceBuffer::from(pb.kv), w = DeviceBuffer::from(pb.w),
+       ks = DeviceBuffer::from(pb.ks), ke = DeviceBuffer::from(pb.ke);
+  const std::size_t scales_at = static_cast<std::size_t>(c.scales_misalignment);  // the allocation is 256-byte aligned
+  DeviceBuffer scales(scales_at + pb.scales.size() * sizeof(float) + 16);
+  scales.fill(0xff);  // NaN around the scales: a scale read from the wrong place shows
+  if (!pb.scales.empty()) scales.upload(pb.scales.data(), pb.scales.size() * sizeof(float), scales_at);
+  void* const scales_data = static_cast<unsigned char*>(scales.data()) + scales_at;
   DeviceBuffer logits(static_cast<std::size_t>(T) * stride * elem), hist(static_cast<std::size_t>(T) * kCoarseBins * 4);
   logits.fill(kPoisonByte);
   hist.fill(0);
@@ -43,7 +49,7 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
   TensorView out = TensorView::contiguous(logits.data(), tensor_dtype(c.config.logits), {T, N});
   out.strides[0] = stride;
   mqa_logits(TensorView::contiguous(q.data(), DType::fp8_e4m3, {T, c.config.heads, c.config.head_dim}), kv_view,
-             TensorView::contiguous(scales.data(), DType::f32, {N}),
+             TensorView::contiguous(scales_data, DType::f32, {N}),
              TensorView::contiguous(w.data(), DType::f32, {T, c.config.heads}), TensorView::contiguous(ks.data(), DType::i32, {T}),
              TensorView::contiguous(ke.data(), DType::i32, {T}), out, gpu.stream(), o);
   gpu.synchronize();

@@ -16,6 +16,9 @@ struct PrefillCase {
   int tokens = 37, keys = 700;
   bool fill_masked = false;
   std::uint64_t seed = 1;
+  // kv_scales starts this many bytes (0, 4, 8 or 12) past a 16-byte boundary, with NaN bytes before it
+  // and after it: the sm90 kernel copies the scales with a TMA, which needs 16-byte aligned addresses.
+  int scales_misalignment = 0;
 };
 
 struct PrefillComparison {
