@@ -45,12 +45,13 @@ struct MqaLogitsSm90Params {
   MqaLogitsParams p;
   TensorMap kv_map;  // uint8 {head_dim, N}, row stride kv_stride bytes; box {head_dim, 64}
   TensorMap q_map;   // uint8 {head_dim, T * H}; box {head_dim, 128}
-  // float {scales_offset + N} from kv_scales rounded down to 16 bytes (the TMA's alignment); box {64}:
-  // key s is coordinate scales_offset + s, and keys past N read as 0. Coordinates below scales_offset
-  // (up to 12 bytes before the scales) are never in a box.
+  // float {N} at kv_scales, box {64}: a tile's scales, keys past N read as 0. Only where kv_scales is
+  // 16-byte aligned (scales_in_stage; else unset): a map from the address rounded down, with boxes
+  // starting 1-3 floats past 16 bytes, stopped the kernel with an illegal instruction (device run 163),
+  // so other scales are read from global memory.
   TensorMap scales_map;
   int tiles_per_split;
-  int scales_offset;
+  int scales_in_stage;  // the consumers read the scales from the ring stage (else from global)
 };
 
 constexpr int kMqaSm90Rows = 128;

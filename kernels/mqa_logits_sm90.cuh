@@ -11,7 +11,7 @@
 // through the ring; consumer warpgroups take the tiles in turn (sm90_mqa_tile.cuh: wgmma, then the
 // ReLU-weighted head sums in a fixed order with the weights in registers, so results are bitwise
 // deterministic), scale them by the keys' FP32 scales (copied into the stage beside the keys by a 1-D
-// TMA) and store them themselves: after the quad's reduce-scatter each lane
+// TMA where kv_scales is 16-byte aligned, else read from global) and store them themselves: after the quad's reduce-scatter each lane
 // owns one value of every two tokens and writes it, -inf outside its token's window with fill_masked, and
 // counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
 // and count cost 3-6 % at H 64 and halved the rate at H 16, device run 156: those warps bounded it.)
@@ -100,13 +100,14 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       sm90::prefetch_tensor_map(&params.kv_map);
       sm90::mbarrier_arrive_expect_tx(sm.q_full, kN * kHeadDim);
       sm90::tma_load_2d(sm.q, &params.q_map, sm.q_full, 0, t0 * kHeads);
-      sm90::prefetch_tensor_map(&params.scales_map);
+      const bool scales_in_stage = params.scales_in_stage != 0;
+      if (scales_in_stage) sm90::prefetch_tensor_map(&params.scales_map);
       for (int i = 0; i < count; ++i) {
         const int stage = i % kStages;
         if (i >= kStages) sm90::mbarrier_wait(&sm.empty[stage], ((i / kStages) - 1) & 1);
-        sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
+        sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + (scales_in_stage ? 64 * 4 : 0));
         sm90::tma_load_2d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, (active + i) * 64);
-        sm90::tma_load_1d(sm.scales + stage * 64, &params.scales_map, &sm.full[stage], params.scales_offset + (active + i) * 64);
+        if (scales_in_stage) sm90::tma_load_1d(sm.scales + stage * 64, &params.scales_map, &sm.full[stage], (active + i) * 64);
       }
     }  // the producer warpgroup's other warps have nothing to do
   } else {
@@ -130,8 +131,10 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     for (int i = warpgroup; i < count; i += kConsumers) {
       const int s0 = (active + i) * 64;
       const int key = s0 + Tile::owned_key(quad, key0);  // the key of this lane's values after the head sums
+      // Keys past N score 0. A global load is issued before the wait, so it overlaps it and the wgmma.
+      const float global_scale = params.scales_in_stage == 0 && key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
       sm90::mbarrier_wait(&sm.full[stage], phase);
-      const float scale = sm.scales[stage * 64 + Tile::owned_key(quad, key0)];  // 0 past N
+      const float scale = params.scales_in_stage != 0 ? sm.scales[stage * 64 + Tile::owned_key(quad, key0)] : global_scale;
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
       typename Tile::Owned sum;

@@ -58,16 +58,16 @@ void encode_tensor_maps(kernels::MqaLogitsSm90Params& sp, int heads, int head_di
           CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.q), dims, strides, box, elem_strides,
           CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
-  // The keys' scales, 64 per tile, from their address rounded down to the 16 bytes the TMA needs.
-  {
-    const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p.kv_scales);
-    sp.scales_offset = static_cast<int>(address % 16 / sizeof(float));
-    const cuuint64_t dims[1] = {static_cast<cuuint64_t>(p.keys) + static_cast<cuuint64_t>(sp.scales_offset)};
+  // The keys' scales, 64 per tile, by TMA where their address is 16-byte aligned (as a box's must be).
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(p.kv_scales);
+  sp.scales_in_stage = address % 16 == 0;
+  if (sp.scales_in_stage) {
+    const cuuint64_t dims[1] = {static_cast<cuuint64_t>(p.keys)};
     const cuuint64_t strides[1] = {0};  // rank 1: none is read
     const cuuint32_t box[1] = {64};
     FI_CU(cuTensorMapEncodeTiled, "mqa_logits: scales tensor map", reinterpret_cast<CUtensorMap*>(&sp.scales_map),
-          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, reinterpret_cast<void*>(address - address % 16), dims, strides, box,
-          elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+          CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 1, const_cast<float*>(p.kv_scales), dims, strides, box, elem_strides,
+          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_NONE,
           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
 }
