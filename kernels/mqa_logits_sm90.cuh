@@ -11,9 +11,9 @@
 // through the ring; consumer warpgroups take the tiles in turn (sm90_mqa_tile.cuh: wgmma, then the
 // ReLU-weighted head sums in a fixed order with the weights in registers, so results are bitwise
 // deterministic), scale them by the keys' FP32 scales (copied into the stage beside the keys by a 1-D
-// TMA where kv_scales is 16-byte aligned, else read from global) and store them themselves: after the quad's reduce-scatter each lane
-// owns one value of every two tokens and writes it, -inf outside its token's window with fill_masked, and
-// counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
+// TMA where kv_scales is 16-byte aligned, else read from global) and store them themselves: after the
+// quad's reduce-scatter each lane owns one value of every two tokens and writes it, -inf outside its
+// token's window with fill_masked, and counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
 // and count cost 3-6 % at H 64 and halved the rate at H 16, device run 156: those warps bounded it.)
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
