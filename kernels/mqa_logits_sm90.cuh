@@ -13,8 +13,9 @@
 // deterministic), scale them by the keys' FP32 scales (copied into the stage beside the keys by a 1-D
 // TMA where kv_scales is 16-byte aligned, else read from global) and store them themselves: after the
 // quad's reduce-scatter each lane owns one value of every two tokens and writes it, -inf outside its
-// token's window with fill_masked, and counts it into the histogram. (Handing the scores to the producer warpgroup's three warps to store
-// and count cost 3-6 % at H 64 and halved the rate at H 16, device run 156: those warps bounded it.)
+// token's window with fill_masked, and counts it into the histogram. (Handing the scores to the
+// producer warpgroup's three warps to store and count cost 3-6 % at H 64 and halved the rate at H 16,
+// device run 156: those warps bounded it.)
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"
@@ -115,6 +116,8 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
+    const int owned_key = Tile::owned_key(quad, key0);     // the key of its values after the head sums
+    const bool scales_in_stage = params.scales_in_stage != 0;
     typename Tile::Weights weights;
     Tile::load_weights(weights, sm.weights, quad);
     typename Tile::Acc acc;
@@ -124,17 +127,16 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     sm90::mbarrier_wait(sm.q_full, 0);
 
-    // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers).
-    static_assert(kStages % kConsumers == 0, "a consumer's stages wrap as its tiles advance");
+    // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers; the
+    // stages are a multiple of the consumers).
     int stage = warpgroup;
     unsigned phase = 0;
     for (int i = warpgroup; i < count; i += kConsumers) {
-      const int s0 = (active + i) * 64;
-      const int key = s0 + Tile::owned_key(quad, key0);  // the key of this lane's values after the head sums
+      const int key = (active + i) * 64 + owned_key;
       // Keys past N score 0. A global load is issued before the wait, so it overlaps it and the wgmma.
-      const float global_scale = params.scales_in_stage == 0 && key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
+      const float global_scale = !scales_in_stage && key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
       sm90::mbarrier_wait(&sm.full[stage], phase);
-      const float scale = params.scales_in_stage != 0 ? sm.scales[stage * 64 + Tile::owned_key(quad, key0)] : global_scale;
+      const float scale = scales_in_stage ? sm.scales[stage * 64 + owned_key] : global_scale;
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
       typename Tile::Owned sum;

@@ -77,6 +77,11 @@ __device__ __forceinline__ Mxfp4Exponents mxfp4_exponents(unsigned int word) {
   const unsigned int m = max(max(e0, e1), max(e2, e3));
   return {static_cast<int>(m), m == 0xffu};
 }
+// Group g of a vector with exponent word `exponents` (whose largest and NaN flag are `e`): shifted by
+// 6 - M, so that the largest group's values reach 384.
+__device__ __forceinline__ E4m3Group e4m3_group(unsigned int exponents, int g, const Mxfp4Exponents& e) {
+  return e4m3_group(static_cast<int>((exponents >> (8 * g)) & 0xffu) - e.largest + 6, e.nan);
+}
 
 // Byte offset of 16-byte chunk c of row r in a 128B-swizzled K-major tile of 128-byte rows (what the
 // TMA's CU_TENSOR_MAP_SWIZZLE_128B writes and the wgmma descriptors read), from a 1024-aligned base.
@@ -97,7 +102,7 @@ __device__ __forceinline__ void mxfp4_query_row(const unsigned char* packed, uns
 #pragma unroll
   for (int g = 0; g < 4; ++g) {
     const uint4 in = *reinterpret_cast<const uint4*>(packed + 16 * g);
-    const E4m3Group group = e4m3_group(static_cast<int>((exponents >> (8 * g)) & 0xffu) - e.largest + 6, e.nan);
+    const E4m3Group group = e4m3_group(exponents, g, e);
     const unsigned int x[4] = {in.x, in.y, in.z, in.w};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
@@ -123,7 +128,7 @@ __device__ __forceinline__ void mxfp4_key_fragments(const unsigned char* raw, in
     const unsigned int exponents = *reinterpret_cast<const unsigned int*>(raw + 64 * 64 + token * 4);
     const uint4 in = *reinterpret_cast<const uint4*>(raw + token * 64 + quad * 16);
     const Mxfp4Exponents e = mxfp4_exponents(exponents);
-    const E4m3Group group = e4m3_group(static_cast<int>((exponents >> (8 * quad)) & 0xffu) - e.largest + 6, e.nan);
+    const E4m3Group group = e4m3_group(exponents, quad, e);
     const unsigned int x[4] = {in.x, in.y, in.z, in.w};
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {

@@ -297,30 +297,33 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       if (!kDirectStores && i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ((i / kSm90Stages) - 1) & 1);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
-      if constexpr (kHistogram && kConsumersCount) {
-        // What the store warps will store and mask: live columns below the width, NaN not counted.
-        const int s = (first + i) * 64 + owned_key;
-#pragma unroll
-        for (int n = 0; n < Tile::kOwned; ++n) {
-          if (Tile::owns(n, quad)) {
-            const int j = Tile::owned_row(n, quad);
-            const int len = length_of_row(lens, j);
-            const int bin = s < len && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
-            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-          }
-        }
-      }
+      const int s = (first + i) * 64 + owned_key;
       if constexpr (kDirectStores) {  // as the store warps do: below the width, -inf past the row's length
-        const int s = (first + i) * 64 + owned_key;
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) {
           const int j = Tile::owned_row(n, quad);
           if (!Tile::owns(n, quad) || s >= p.width) continue;
           const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
-          if (s < length_of_row(lens, j)) Store::store(p.logits, index, sum[n]);
-          else if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
+          if (s < length_of_row(lens, j)) {
+            const float stored = Store::store(p.logits, index, sum[n]);
+            if constexpr (kHistogram) {
+              const int bin = histogram_bin(stored);  // -1: NaN, not counted
+              if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+            }
+          } else if (p.fill_masked) {
+            Store::store(p.logits, index, negative_infinity());
+          }
         }
       } else {
+        if constexpr (kHistogram && kConsumersCount) {  // (MXFP4) what the store warps will store and mask
+#pragma unroll
+          for (int n = 0; n < Tile::kOwned; ++n) {
+            if (!Tile::owns(n, quad)) continue;
+            const int j = Tile::owned_row(n, quad);
+            const int bin = s < length_of_row(lens, j) && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
+            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+          }
+        }
         Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
         sm90::mbarrier_arrive(&sm.scores_full[stage]);
       }
