@@ -14,7 +14,7 @@ el() { echo $(( $(date +%s) - t0 )); }
 stamp() { echo "$1 $(el) s" >> $L/times.txt; }
 ok() { [ $(el) -lt $1 ]; }
 for d in M W PE; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
-nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,clocks_throttle_reasons.active --format=csv -lms 100 > $L/smi.csv 2>&1 &
+nvidia-smi --query-gpu=timestamp,clocks.current.sm,power.draw,clocks_event_reasons.active --format=csv -lms 100 > $L/smi.csv 2>&1 &
 smi=$!
 P="--batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 b() { ok 200 || return
@@ -24,6 +24,7 @@ b() { ok 200 || return
   echo "end $1 $2 $(date +%H:%M:%S.%N)" >> $L/marks.txt; stamp "logits $1 $2"; }
 b M 1; b W 1; b PE 1; b PE 2; b W 2; b M 2
 kill $smi
+python3 tools/clock_windows.py $L/smi.csv $L/marks.txt > $L/clocks.txt 2>&1; cat $L/clocks.txt
 (cd $OUT && tar czf r170a.tgz r170)
 if ok 260; then
   mkdir -p $L/dg; OUT=$L/dg DG_BENCH_BUDGET_S=40 DG_BENCH_ARGS="--quick" timeout 100 bash .anchors/deepgemm/run.sh > $L/dg.txt 2>&1; stamp dg-build
