@@ -13,7 +13,6 @@ clock-event reasons seen (nvidia-smi's bit mask, OR-ed). Device run 167 found th
 under the paged logits kernel, and our time x clock about constant, so an A/B whose builds ran at
 different clocks measures the clock as much as the code."""
 import argparse
-import datetime
 import statistics
 import sys
 
