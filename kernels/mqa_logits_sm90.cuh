@@ -129,9 +129,12 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
 
     // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers; the
     // stages are a multiple of the consumers).
-    int stage = warpgroup;
+    // (From a warpgroup index the compiler knows to be warp-uniform: stage and descriptors on the uniform
+    // datapath.)
+    const int consumer = sm90::warpgroup_index();
+    int stage = consumer;
     unsigned phase = 0;
-    for (int i = warpgroup; i < count; i += kConsumers) {
+    for (int i = consumer; i < count; i += kConsumers) {
       const int key = (active + i) * 64 + owned_key;
       // Keys past N score 0. A global load is issued before the wait, so it overlaps it and the wgmma.
       const float global_scale = !scales_in_stage && key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;

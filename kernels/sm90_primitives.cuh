@@ -106,6 +106,11 @@ __device__ __forceinline__ unsigned long long matrix_descriptor(const void* p) {
   return desc;
 }
 
+// threadIdx.x / 128 as a value the compiler knows to be the same in every lane of a warp (a shuffle from
+// lane 0), so that what derives from it (ring stage, mbarrier and descriptor addresses) is computed once
+// per warp on the uniform datapath instead of per thread and moved into uniform registers for each wgmma.
+__device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0); }
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
