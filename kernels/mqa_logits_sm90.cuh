@@ -128,9 +128,8 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     sm90::mbarrier_wait(sm.q_full, 0);
 
     // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers; the
-    // stages are a multiple of the consumers).
-    // (From a warpgroup index the compiler knows to be warp-uniform: stage and descriptors on the uniform
-    // datapath.)
+    // stages are a multiple of the consumers), from a warp-uniform warpgroup index so that the stage and
+    // the descriptors are uniform-datapath work.
     const int consumer = sm90::warpgroup_index();
     int stage = consumer;
     unsigned phase = 0;
