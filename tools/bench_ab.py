@@ -14,18 +14,18 @@ import statistics
 
 # Fields that a run measures (they differ between runs of one build), not part of a cell's identity.
 # (Floats never are; these are the integers among them: the top-k rows' reports depend on the build.)
-MEASURED = {"us", "sampled_rows", "extra_pass_rows"}
+MEASURED = {"us", "sampled_rows", "extra_pass_rows", "logits_us", "hist_us", "plan_us", "separate_us"}
 GROUP_CANDIDATES = ("next_n", "heads", "rows", "dtype", "logits", "tokens")
 
 
-def cells(paths):
+def cells(paths, field="us"):
     best = {}
     for path in paths:
         rows = json.load(open(path))
         rows = rows.get("rows", rows) if isinstance(rows, dict) else rows
         for r in rows:
             key = tuple(sorted((k, v) for k, v in r.items() if k not in MEASURED and not isinstance(v, (float, list, dict))))
-            best[key] = min(best.get(key, float("inf")), r["us"])
+            best[key] = min(best.get(key, float("inf")), r[field])
     return best
 
 
@@ -35,8 +35,9 @@ def main():
     ap.add_argument("--b", action="append", required=True, help="a JSON file of build B (repeat for more runs)")
     ap.add_argument("--group", help="comma-separated fields to group the cells by")
     ap.add_argument("--show", type=float, default=0.01, help="list the cells where |B / A - 1| exceeds this")
+    ap.add_argument("--time", default="us", help="the field timed (bench prefill: logits_us, hist_us, plan_us)")
     args = ap.parse_args()
-    a, b = cells(args.a), cells(args.b)
+    a, b = cells(args.a, args.time), cells(args.b, args.time)
     common = sorted(set(a) & set(b))
     if not common:
         raise SystemExit("no cell is in both builds' files")
