@@ -14,7 +14,7 @@ import statistics
 
 # Fields that a run measures (they differ between runs of one build), not part of a cell's identity.
 # (Floats never are; these are the integers among them: the top-k rows' reports depend on the build.)
-MEASURED = {"us", "sampled_rows", "extra_pass_rows", "logits_us", "hist_us", "plan_us", "separate_us"}
+MEASURED = {"us", "sampled_rows", "extra_pass_rows"}
 GROUP_CANDIDATES = ("next_n", "heads", "rows", "dtype", "logits", "tokens")
 
 
