@@ -127,17 +127,16 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     sm90::mbarrier_wait(sm.q_full, 0);
 
-    // Tile i's stage and the phase of its full barrier, kept as the loop advances (i += kConsumers; the
-    // stages are a multiple of the consumers), from a warp-uniform warpgroup index so that the stage and
-    // the descriptors are uniform-datapath work.
+    // Tile i's stage and the phase of its full barrier, from a warp-uniform warpgroup index so that the
+    // stage and the descriptors are uniform-datapath work.
     const int consumer = sm90::warpgroup_index();
-    int stage = consumer;
-    unsigned phase = 0;
+    sm90::RingCursor<kStages, kConsumers> ring(consumer);
     for (int i = consumer; i < count; i += kConsumers) {
+      const int stage = ring.stage;
       const int key = (active + i) * 64 + owned_key;
       // Keys past N score 0. A global load is issued before the wait, so it overlaps it and the wgmma.
       const float global_scale = !scales_in_stage && key < p.keys ? __ldg(p.kv_scales + key) : 0.0f;
-      sm90::mbarrier_wait(&sm.full[stage], phase);
+      sm90::mbarrier_wait(&sm.full[stage], ring.phase);
       const float scale = scales_in_stage ? sm.scales[stage * 64 + owned_key] : global_scale;
       Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
       sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys are in registers now
@@ -159,8 +158,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
         if (inside || p.fill_masked)
           Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + key, inside ? sum[n] : negative_infinity());
       }
-      stage += kConsumers;
-      if (stage >= kStages) stage -= kStages, phase ^= 1;
+      ring.advance();
     }
   }
 

@@ -250,16 +250,14 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     if constexpr (!kMxfp4) sm90::mbarrier_wait(sm.q_full, 0);  // the MXFP4 query was written before the block barrier
 
-    // Block i's stage and the phase of its full barrier, kept as the loop advances (i += kSm90Consumers;
-    // the stages are a multiple of the consumers), from a warpgroup index the compiler knows to be
+    // Block i's stage and the phase of its full barrier, from a warpgroup index the compiler knows to be
     // warp-uniform: else it computed i % kSm90Stages per thread every block and moved the descriptors
     // into uniform registers one by one (about 30 instructions per block).
     const int consumer = sm90::warpgroup_index();
-    static_assert(kSm90Stages % kSm90Consumers == 0, "a consumer's blocks cycle through its stages");
-    int stage = consumer;
-    unsigned phase = 0;
+    sm90::RingCursor<kSm90Stages, kSm90Consumers> ring(consumer);
     for (int i = consumer; i < count; i += kSm90Consumers) {
-      sm90::mbarrier_wait(&sm.full[stage], phase);
+      const int stage = ring.stage;
+      sm90::mbarrier_wait(&sm.full[stage], ring.phase);
       const bool valid = sm.invalid[stage] == 0;
       float scale = 0.0f;  // of this lane's key (Tile::owned_key)
       auto read_scales_and_release = [&] {  // the FP8 path
@@ -301,7 +299,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps, or store them (kDirectStores).
-      if (!kDirectStores && i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], phase ^ 1u);
+      if (!kDirectStores && i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ring.phase ^ 1u);
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       const int s = (first + i) * 64 + owned_key;
@@ -334,8 +332,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
         sm90::mbarrier_arrive(&sm.scores_full[stage]);
       }
-      stage += kSm90Consumers;
-      if (stage >= kSm90Stages) stage -= kSm90Stages, phase ^= 1;
+      ring.advance();
     }
   }
 

@@ -111,6 +111,21 @@ __device__ __forceinline__ unsigned long long matrix_descriptor(const void* p) {
 // per warp on the uniform datapath instead of per thread and moved into uniform registers for each wgmma.
 __device__ __forceinline__ int warpgroup_index() { return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0); }
 
+// A consumer warpgroup's place in a ring of kStages stages that it visits every kStep-th (its blocks i,
+// i + kStep, ...): the stage and the parity of the stage's full barrier, kept as it advances instead of
+// i % kStages and (i / kStages) & 1 per block. Start it at a warp-uniform index (warpgroup_index).
+template <int kStages, int kStep>
+struct RingCursor {
+  static_assert(kStages % kStep == 0, "a consumer's blocks cycle through its stages");
+  int stage;
+  unsigned phase = 0;
+  __device__ __forceinline__ explicit RingCursor(int first) : stage(first) {}
+  __device__ __forceinline__ void advance() {
+    stage += kStep;
+    if (stage >= kStages) stage -= kStages, phase ^= 1;
+  }
+};
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
