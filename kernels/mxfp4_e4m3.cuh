@@ -52,26 +52,14 @@ __device__ __forceinline__ E4m3Group e4m3_group(int shift, bool nan) {
   return nan ? E4m3Group{make_uint2(0u, 0u), 0u} : E4m3Group{e4m3_magnitudes(shift), 0x80808080u};
 }
 
-// x >> shift as the FMA pipe's mul.hi: the conversion's shifts, masks and byte permutes fill the integer
-// ALU pipe, which bounds the MXFP4 kernel (docs/mxfp4-next.md), while the FMA pipe has room.
-template <int kShift>
-__device__ __forceinline__ unsigned int shift_right(unsigned int x) {
-  static_assert(kShift > 0 && kShift < 32, "a mul.hi by 2^(32 - shift)");
-  unsigned int d;
-  asm("mul.hi.u32 %0, %1, %2;" : "=r"(d) : "r"(x), "n"(1u << (32 - kShift)));
-  return d;
-}
-
 // The 8 values of one packed word (nibble i = value i, low nibble first) as 8 E4M3 bytes (.x: values
-// 0-3; prmt reads a selector's low four nibbles only). The magnitude: byte c of the table for the code's
-// low three bits c. The sign: the word shifted right by one puts nibble i's sign at bit 2 of selector
-// nibble i, which picks the sign byte (bytes 4-7) or 0 (bytes 0-3); bit 3 of that nibble, the next
-// value's lowest bit, may switch prmt to its sign mode, which replicates the picked byte's top bit, so
-// only bit 7 of each byte is kept.
+// 0-3): prmt picks byte c of the table for selector nibble c (bit 3 clear; prmt reads the low four
+// nibbles only), and the sign byte or 0 for selector nibble 4 or 0, i.e. the nibble's bit 3 moved to 2.
 __device__ __forceinline__ uint2 e4m3_of_packed(unsigned int x, const E4m3Group& g) {
   const unsigned int magnitude = x & 0x77777777u;
-  return make_uint2(prmt(g.table.x, g.table.y, magnitude) | (prmt(0u, g.sign, shift_right<1>(x)) & 0x80808080u),
-                    prmt(g.table.x, g.table.y, shift_right<16>(magnitude)) | (prmt(0u, g.sign, shift_right<17>(x)) & 0x80808080u));
+  const unsigned int sign = (x >> 1) & 0x44444444u;
+  return make_uint2(prmt(g.table.x, g.table.y, magnitude) | prmt(0u, g.sign, sign),
+                    prmt(g.table.x, g.table.y, magnitude >> 16) | prmt(0u, g.sign, sign >> 16));
 }
 
 // 2^e for e in [-149, 127], exact in FP32 (subnormal below -126): a vector's factor 2^(M - 133).
@@ -85,18 +73,14 @@ struct Mxfp4Exponents {
   bool nan;
 };
 __device__ __forceinline__ Mxfp4Exponents mxfp4_exponents(unsigned int word) {
-  // Bytes 0 and 2 against 1 and 3 as 16-bit lanes, then the two lanes: five integer ALU operations
-  // where four byte extractions and two max took eight (the kernel is bound by that pipe).
-  unsigned int pairs, m;
-  asm("max.u16x2 %0, %1, %2;" : "=r"(pairs) : "r"(word & 0x00ff00ffu), "r"(shift_right<8>(word) & 0x00ff00ffu));
-  asm("max.u16x2 %0, %1, %2;" : "=r"(m) : "r"(pairs), "r"(shift_right<16>(pairs)));
-  m &= 0xffu;
+  const unsigned int e0 = word & 0xffu, e1 = (word >> 8) & 0xffu, e2 = (word >> 16) & 0xffu, e3 = word >> 24;
+  const unsigned int m = max(max(e0, e1), max(e2, e3));
   return {static_cast<int>(m), m == 0xffu};
 }
 // Group g of a vector with exponent word `exponents` (whose largest and NaN flag are `e`): shifted by
 // 6 - M, so that the largest group's values reach 384.
 __device__ __forceinline__ E4m3Group e4m3_group(unsigned int exponents, int g, const Mxfp4Exponents& e) {
-  return e4m3_group(static_cast<int>(prmt(exponents, 0u, 0x4440u + g)) - e.largest + 6, e.nan);
+  return e4m3_group(static_cast<int>((exponents >> (8 * g)) & 0xffu) - e.largest + 6, e.nan);
 }
 
 // Byte offset of 16-byte chunk c of row r in a 128B-swizzled K-major tile of 128-byte rows (what the
