@@ -4,13 +4,7 @@
 # blocks at one CTA per SM); T3 main with sm90_max_blocks_per_split(1) = 128. M2 is main untraced.
 # Per build: bench of the one-CTA-per-SM cells with the CTA trace on stderr and the raw stamps as
 # files; then ncu at the real clock of T's and T2's B 64 x 128K n2 h64 grids.
-set -u
-L=$OUT/r178; mkdir -p $L
-export FLASH_INDEXER_CACHE_DIR=$PWD/.cache-dev
-t0=$(date +%s)
-el() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "$1 $(el) s" >> $L/times.txt; }
-ok() { [ $(el) -lt $1 ]; }
+RUN=r178; . docs/next-run/run_lib.sh
 C2="--heads 64 --next-n 2 --batch 32,64,128 --lengths 131072"
 C4="--heads 32 --next-n 4 --batch 128 --lengths 131072"
 Q="--dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0"

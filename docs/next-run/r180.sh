@@ -3,13 +3,7 @@
 # this one runs: two fragment sets, the kernels of two consumers in one round; N = 64 takes registers
 # 40 / 96 from the producer warpgroup) against M2 (main before it), the MXFP4 grid interleaved
 # M2 Y Y M2, ncu of both at B 64 x 64K n1 h64, then Y's tests.
-set -u
-L=$OUT/r180; mkdir -p $L
-export FLASH_INDEXER_CACHE_DIR=$PWD/.cache-dev
-t0=$(date +%s)
-el() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "$1 $(el) s" >> $L/times.txt; }
-ok() { [ $(el) -lt $1 ]; }
+RUN=r180; . docs/next-run/run_lib.sh
 for d in M2 Y; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
 M="--kv mxfp4 --heads 32,64 --next-n 1,2,3 --batch 1,8,64 --lengths 65536 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 m() { ok 200 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $M --json $L/m-$1-$2.json > $L/m-$1-$2.txt 2>&1; stamp "mxfp4 $1 $2"; }
