@@ -8,14 +8,8 @@
 # DeepGEMM's kernel under ncu at the real clock. Build each patch here and install it as .device-FR,
 # .device-W, .device-PE; copy dg_one.py and mma_probe.py into .device-run; carry .device-M .device-FR
 # .device-W .device-PE .device-run .anchors/deepgemm.
-set -u
-L=$OUT/r170; mkdir -p $L
-export FLASH_INDEXER_CACHE_DIR=$PWD/.cache-dev
-t0=$(date +%s)
-el() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "$1 $(el) s" >> $L/times.txt; }
-ok() { [ $(el) -lt $1 ]; }
-for d in M FR W PE; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+RUN=r170; . docs/next-run/run_lib.sh
+warm_builds M FR W PE
 nvidia-smi --query-gpu=timestamp,clocks.current.sm,power.draw,clocks_event_reasons.active --format=csv -lms 100 > $L/smi.csv 2>&1 &
 smi=$!
 P="--batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"

@@ -9,14 +9,8 @@
 # grid if time is left. Builds: .device-M2 (main), .device-C, .device-C4 (git apply, cmake --build,
 # cmake --install build --prefix .device-X, revert); copy this file and mma_probe.py into .device-run;
 # carry .device-M2 .device-C .device-C4 .device-run .anchors/deepgemm.
-set -u
-L=$OUT/r175; mkdir -p $L
-export FLASH_INDEXER_CACHE_DIR=$PWD/.cache-dev
-t0=$(date +%s)
-el() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "$1 $(el) s" >> $L/times.txt; }
-ok() { [ $(el) -lt $1 ]; }
-for d in M2 C C4; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+RUN=r175; . docs/next-run/run_lib.sh
+warm_builds M2 C C4
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 b() { ok 160 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $P --json $L/l-$1-$2.json > $L/l-$1-$2.txt 2>&1; stamp "logits $1 $2"; }
 b M2 1; b C 1; b C4 1; b C4 2; b C 2; b M2 2

@@ -2,14 +2,8 @@
 # Run 177: main (M2) against V2 (the producer thread copies the later chunks itself), the paged kernel taking its block ids in chunks (a ring of two, later
 # chunks by cp.async) so that one CTA per SM kernels run one wave of long CTAs (up to 4096 blocks),
 # interleaved over the whole paged grid; then V2's tests; then DeepGEMM's grid if time is left.
-set -u
-L=$OUT/r177; mkdir -p $L
-export FLASH_INDEXER_CACHE_DIR=$PWD/.cache-dev
-t0=$(date +%s)
-el() { echo $(( $(date +%s) - t0 )); }
-stamp() { echo "$1 $(el) s" >> $L/times.txt; }
-ok() { [ $(el) -lt $1 ]; }
-for d in M2 V2; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+RUN=r177; . docs/next-run/run_lib.sh
+warm_builds M2 V2
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 b() { ok 140 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $P --json $L/l-$1-$2.json > $L/l-$1-$2.txt 2>&1; stamp "logits $1 $2"; }
 b M2 1; b V2 1; b V2 2; b M2 2

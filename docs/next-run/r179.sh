@@ -5,7 +5,7 @@
 # trace (docs/next-run/paged-cta-trace.patch with thread 0's start and the last consumer's end) of T
 # (main) and T4 (main with the early fill in every grid) at the one-CTA-per-SM cells.
 RUN=r179; . docs/next-run/run_lib.sh
-for d in M2 X; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+warm_builds M2 X
 M="--kv mxfp4 --heads 32,64 --next-n 1,3 --batch 1,8,64 --lengths 65536 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 m() { ok 200 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $M --json $L/m-$1-$2.json > $L/m-$1-$2.txt 2>&1; stamp "mxfp4 $1 $2"; }
 m M2 1; m X 1; m X 2; m M2 2

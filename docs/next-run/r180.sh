@@ -4,7 +4,7 @@
 # 40 / 96 from the producer warpgroup) against M2 (main before it), the MXFP4 grid interleaved
 # M2 Y Y M2, ncu of both at B 64 x 64K n1 h64, then Y's tests.
 RUN=r180; . docs/next-run/run_lib.sh
-for d in M2 Y; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+warm_builds M2 Y
 M="--kv mxfp4 --heads 32,64 --next-n 1,2,3 --batch 1,8,64 --lengths 65536 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 m() { ok 200 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $M --json $L/m-$1-$2.json > $L/m-$1-$2.txt 2>&1; stamp "mxfp4 $1 $2"; }
 m M2 1; m Y 1; m Y 2; m M2 2

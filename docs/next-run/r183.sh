@@ -4,7 +4,7 @@
 # around the wgmma at the 72 registers that leaves, so the test of the idea is n1 h32) against M2, the
 # MXFP4 grid M2 Z Z M2, then Z's tests.
 RUN=r183; . docs/next-run/run_lib.sh
-for d in M2 Z; do timeout 90 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
+warm_builds M2 Z
 M="--kv mxfp4 --heads 32,64 --next-n 1,2,3 --batch 1,8,64 --lengths 65536 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 m() { ok 200 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $M --json $L/m-$1-$2.json > $L/m-$1-$2.txt 2>&1; stamp "mxfp4 $1 $2"; }
 m M2 1; m Z 1; m Z 2; m M2 2
