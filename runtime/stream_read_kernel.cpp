@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "../kernels/paged_read_params.cuh"
 #include "../kernels/stream_read_params.cuh"
 
 namespace flash_indexer {
@@ -20,6 +21,23 @@ KernelSpec stream_read_kernel_spec(const Arch& arch) {
       "}}\n",
       spec.key, spec.threads, spec.entry);
   spec.config = {{"kind", "probe"}, {"variant", "stream_read"}, {"arch", arch.name()}};
+  return spec;
+}
+
+KernelSpec paged_read_kernel_spec(const Arch& arch) {
+  KernelSpec spec;
+  spec.key = "probe.paged_read." + arch.name();
+  spec.arch = arch;
+  spec.entry = "fi_probe_paged_read";
+  spec.threads = kernels::kPagedReadThreads;
+  spec.source = fmt::format(
+      "// {}\n"
+      "#include \"paged_read.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const flash_indexer::kernels::PagedReadParams p) {{\n"
+      "  flash_indexer::kernels::paged_read(p);\n"
+      "}}\n",
+      spec.key, spec.threads, kernels::kPagedReadCtasPerSm, spec.entry);
+  spec.config = {{"kind", "probe"}, {"variant", "paged_read"}, {"arch", arch.name()}};
   return spec;
 }
 

@@ -101,8 +101,8 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
-  // portable and sm90), the top-k merge (one per values dtype), the two bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 36 + 36 + 3 + 2);
+  // portable and sm90), the top-k merge (one per values dtype), the three bench probes
+  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 36 + 36 + 3 + 3);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);
@@ -111,6 +111,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(kernel_spec_for_key("sort.radix.in-f32.sm_90a"), Contains("sort.radix"));
   CHECK(kernel_spec_for_key("probe.stream_read.sm_90a").entry == "fi_probe_stream_read");
   CHECK(kernel_spec_for_key("probe.spin_wait.sm_90a").entry == "fi_probe_spin_wait");
+  CHECK(kernel_spec_for_key("probe.paged_read.sm_90a").entry == "fi_probe_paged_read");
 }
 
 TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {

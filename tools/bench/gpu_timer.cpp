@@ -7,7 +7,8 @@
 
 #include "../../kernels/stream_read_params.cuh"
 #include "kernel_registry.hpp"
-#include "stream_read_kernel.hpp"  // both probes
+#include "flash_indexer/error.hpp"
+#include "stream_read_kernel.hpp"  // the probes
 
 namespace flash_indexer::bench {
 
@@ -82,6 +83,46 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
   t.median_us = times.empty() ? 0 : 1000.0 * times[times.size() / 2];
   t.min_us = times.empty() ? 0 : 1000.0 * times.front();
   return t;
+}
+
+GraphTiming measure_launch_floor(check::GpuSession& gpu, check::DeviceBuffer* flush, int replays) {
+  const LoadedKernel& spin = spin_wait_kernel();
+  unsigned long long no_wait = 0;
+  return time_graph(
+      gpu,
+      [&](CUstream stream) {
+        void* args[] = {&no_wait};
+        launch_kernel(spin, 1, 1, 1, stream, args);
+      },
+      replays, flush);
+}
+
+namespace {
+
+const LoadedKernel& paged_read_kernel() {
+  static const LoadedKernel kernel = load_kernel(paged_read_kernel_spec(current_device_arch()));
+  return kernel;
+}
+
+}  // namespace
+
+int paged_read_warps() {
+  return paged_read_kernel().multiprocessors * kernels::kPagedReadCtasPerSm * (kernels::kPagedReadThreads / 32);
+}
+
+void launch_paged_read(const kernels::PagedReadParams& params, CUstream stream) {
+  if (static_cast<long long>(params.batch) * params.table_stride >= (1ll << 31) ||
+      params.block_vectors > 32 * kernels::kPagedReadVectorsPerLane)
+    throw Error("paged-read probe: more than 2^31 table entries, or blocks of more than 8704 bytes");
+  const LoadedKernel& kernel = paged_read_kernel();
+  kernels::PagedReadParams p = params;
+  void* args[] = {&p};
+  launch_kernel(kernel, static_cast<unsigned>(kernel.multiprocessors) * kernels::kPagedReadCtasPerSm, 1, 1, stream, args);
+}
+
+GraphTiming time_paged_read(check::GpuSession& gpu, const kernels::PagedReadParams& params, check::DeviceBuffer* flush,
+                            int replays) {
+  return time_graph(gpu, [&](CUstream stream) { launch_paged_read(params, stream); }, replays, flush);
 }
 
 double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes, int replays) {

@@ -30,6 +30,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
   std::unique_ptr<check::DeviceBuffer> flush;
   if (o.cold_l2) flush = std::make_unique<check::DeviceBuffer>(std::size_t{256} << 20);
   hist.fill(0);
+  check::DeviceBuffer read_xor(static_cast<std::size_t>(paged_read_warps()) * 4);
 
   std::vector<LogitsBenchRow> rows;
   for (KvFormat format : o.kvs) {
@@ -42,6 +43,16 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
         const std::int64_t blocks_read = inputs.blocks_read();
         const std::int64_t block_bytes = inputs.block_bytes();
         const std::vector<std::int32_t>& lh = inputs.lengths();
+        // The same blocks read with nothing else: every cell of this draw has this floor.
+        const kernels::PagedReadParams read{inputs.kv_cache().data,
+                                            static_cast<const int*>(inputs.block_table().data),
+                                            static_cast<const int*>(inputs.context_lens().data),
+                                            batch,
+                                            static_cast<int>(max_blocks),
+                                            static_cast<int>(block_bytes / 16),
+                                            kBlock,
+                                            static_cast<unsigned int*>(read_xor.data())};
+        const double read_us = time_paged_read(gpu, read, flush.get(), o.replays).median_us;
         for (int next_n : o.next_ns) {
           for (int heads : o.heads) {
             for (int histogram : o.histogram) {
@@ -90,6 +101,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                 r.gbps = r.bytes / (r.us * 1e-6) / 1e9;
                 r.bandwidth_fraction = r.bytes / (r.us * 1e-6) / read_bandwidth;
                 r.tflops = r.flops / (r.us * 1e-6) / 1e12;
+                r.read_us = read_us;
                 r.floor_us = std::max(r.bytes / read_bandwidth, r.flops / kTensorFlops) * 1e6;
                 if (o.compare_portable && (format == KvFormat::fp8 || o.variant == PagedMqaLogitsVariant::sm90))
                   r.portable_us = time_variant(PagedMqaLogitsVariant::portable);

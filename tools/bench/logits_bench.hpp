@@ -45,6 +45,7 @@ struct LogitsBenchRow {
   double bandwidth_fraction = 0;  // of the measured read bandwidth
   double tflops = 0;
   double floor_us = 0;       // max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s)
+  double read_us = 0;        // the paged-read probe on the same blocks, timed the same way (the cell's read floor)
   double portable_us = 0;    // with compare_portable
 };
 
