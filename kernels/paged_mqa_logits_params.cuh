@@ -30,6 +30,11 @@ struct PagedMqaLogitsParams {
   int dcp_ranks;
   int dcp_rank;
   int dcp_interleave;
+  // 1, or the call's next_n where the sm90 next_n = 1 kernel runs the call's B * next_n query rows as
+  // rows of their own (runtime/sm90_split.hpp, sm90_flattened): row r then belongs to request
+  // r / rows_per_request (its block table row, its 1-D length) as query row r % rows_per_request. q,
+  // weights, 2-D lengths, logits and histogram are laid out by row either way.
+  int rows_per_request;
 };
 
 // Launch geometry of the portable kernel, needed by both sides.

@@ -177,13 +177,15 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   p.dcp_ranks = options.dcp.ranks;
   p.dcp_rank = options.dcp.rank;
   p.dcp_interleave = options.dcp.interleave;
+  p.rows_per_request = 1;
   l.width_blocks = static_cast<unsigned>((width + l.config.block_size - 1) / l.config.block_size);
   l.batch = static_cast<unsigned>(batch);
   return l;
 }
 
 
-PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream) {
+PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream,
+                                              bool allow_flattened) {
   PagedMqaLogitsLaunch launch;
   const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
   launch.kernel = &kernel;
@@ -194,6 +196,16 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
     launch.grid_x = call.width_blocks;
     launch.grid_y = call.batch;
     return launch;
+  }
+  // Small draft-token calls as B * next_n rows of the next_n = 1 kernel (runtime/sm90_split.hpp; shapes
+  // only, so a captured launch stays valid). The rows' lengths, tables and outputs are the call's.
+  if (allow_flattened && sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4, call.batch, call.width_blocks)) {
+    PagedMqaLogitsCall rows = call;
+    rows.config.next_n = 1;
+    rows.batch = call.batch * static_cast<unsigned>(call.config.next_n);
+    rows.params.batch = static_cast<int>(rows.batch);
+    rows.params.rows_per_request = call.config.next_n;
+    return prepare_paged_mqa_logits(op, rows, stream);
   }
   // Splits of a request: runtime/sm90_split.hpp (shapes only, so a captured launch stays valid).
   PagedMqaLogitsConfig resolved = call.config;
@@ -208,7 +220,7 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
 void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call, int blocks_per_split) {
   launch.sm90_params.blocks_per_split = blocks_per_split;
   launch.grid_x = (call.width_blocks + blocks_per_split - 1) / blocks_per_split;
-  launch.grid_y = call.batch;
+  launch.grid_y = static_cast<unsigned>(launch.sm90_params.p.batch);  // the kernel's rows: B, or B * next_n flattened
   launch.sm90_params.fill_before_barrier =
       sm90_fill_before_barrier(static_cast<std::int64_t>(launch.grid_x) * launch.grid_y, launch.kernel->multiprocessors, launch.kernel->ctas_per_sm);
 }

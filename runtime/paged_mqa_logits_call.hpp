@@ -35,8 +35,11 @@ struct PagedMqaLogitsLaunch {
   bool pdl = false;  // a programmatic dependent launch (launch_kernel)
 };
 
-// Not for an empty call.
-PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream);
+// Not for an empty call. `allow_flattened`: small FP8 calls of next_n >= 2 may run as B * next_n rows of
+// the next_n = 1 kernel (sm90_flattened in sm90_split.hpp); the checks turn it off to test the next_n
+// kernels themselves on small shapes.
+PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream,
+                                              bool allow_flattened = true);
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
 
 // The sm90 grid for `blocks_per_split` (1..kSm90MaxBlocksPerSplit) KV blocks per CTA: what prepare sets

@@ -67,4 +67,20 @@ inline int sm90_blocks_per_split(std::int64_t width_blocks, std::int64_t batch, 
   return best;
 }
 
+// Whether an FP8 call of next_n >= 2 runs as B * next_n query rows of the next_n = 1 kernel, each row
+// reading its request's blocks (as DeepGEMM runs next_n 3 and 4), instead of one CTA computing all
+// next_n rows of a block. Where few blocks meet a wide N = next_n * H, the one-wave grid of the N-wide
+// kernel is latency: a CTA's one or two consumers run every row's wgmma and head sums of a block in turn
+// (at B 1 x 32K, n4 h64, 2.6 µs from the last block's arrival to the CTA's end, run 184), while the
+// flattened rows spread them over more CTAs and SMs and read the shared blocks through L2. Measured (run
+// 189, H200, cold L2, `bench logits --next-n 2,3,4 --batch 1,8,32`, flattened / native): H 64 0.87-0.98 at
+// B 1 (n2-n3 every L to 128K, n4 to 64K) and at B 8 x 8K; from B * next_n * width_blocks = 8192 on 1.05-1.32
+// (B 1 n4 128K 1.05, B 8 n2 32K 1.13). H 32 gains only at next_n 3 (four consumers, one CTA per SM) up
+// to 32K, 0.95-0.99; next_n 2 and 4 lose from 32K (1.04-1.29).
+constexpr bool sm90_flattened(int next_n, int heads, bool mxfp4, std::int64_t batch, std::int64_t width_blocks) {
+  const std::int64_t row_blocks = batch * next_n * width_blocks;
+  if (mxfp4 || next_n < 2 || batch * next_n > 65535) return false;
+  return heads == 64 ? row_blocks <= 6144 : heads == 32 && next_n == 3 && row_blocks <= 1536;
+}
+
 }  // namespace flash_indexer

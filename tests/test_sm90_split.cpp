@@ -53,3 +53,25 @@ TEST_CASE("sm90 split: the first stages are filled before the CTA barrier except
   CHECK_FALSE(sm90_fill_before_barrier(133, 132, 1));
   CHECK_FALSE(sm90_fill_before_barrier(2048, 132, 1));
 }
+
+TEST_CASE("sm90 split: small FP8 draft-token calls run flattened into next_n = 1 rows where that measured faster", "[split]") {
+  // H 64: up to B * next_n * width_blocks = 6144 (run 189: B 1 to 128K at next_n 2-3, to 64K at next_n 4;
+  // B 8 x 8K).
+  CHECK(sm90_flattened(2, 64, false, 1, 2048));
+  CHECK(sm90_flattened(3, 64, false, 1, 2048));
+  CHECK(sm90_flattened(4, 64, false, 1, 1024));
+  CHECK_FALSE(sm90_flattened(4, 64, false, 1, 2048));
+  CHECK(sm90_flattened(4, 64, false, 8, 128));
+  CHECK_FALSE(sm90_flattened(2, 64, false, 8, 512));
+  CHECK_FALSE(sm90_flattened(2, 64, false, 32, 128));
+  // H 32: next_n 3 only, up to 1536 (B 1 to 32K).
+  CHECK(sm90_flattened(3, 32, false, 1, 512));
+  CHECK_FALSE(sm90_flattened(3, 32, false, 1, 1024));
+  CHECK_FALSE(sm90_flattened(2, 32, false, 1, 128));
+  CHECK_FALSE(sm90_flattened(4, 32, false, 1, 128));
+  // Never next_n 1, MXFP4, H 16, or more than 65535 rows (the grid's y).
+  CHECK_FALSE(sm90_flattened(1, 64, false, 1, 128));
+  CHECK_FALSE(sm90_flattened(2, 64, true, 1, 128));
+  CHECK_FALSE(sm90_flattened(2, 16, false, 1, 128));
+  CHECK_FALSE(sm90_flattened(2, 64, false, 40000, 0));
+}

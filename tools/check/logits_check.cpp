@@ -425,10 +425,12 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
   options.variant = c.config.variant;
   options.q_scales = v.q_scales;
   if (c.blocks_per_split > 0) {
-    // The op's own steps (runtime/paged_mqa_logits_call.hpp) with the split replaced.
+    // The op's own steps (runtime/paged_mqa_logits_call.hpp) with the split replaced, on the call's own
+    // next_n kernel (never flattened into next_n = 1 rows: the cases without a forced split test that
+    // where the op takes it, sm90_flattened).
     const PagedMqaLogitsCall call =
         check_paged_mqa_logits("paged_mqa_logits", v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, options);
-    PagedMqaLogitsLaunch launch = prepare_paged_mqa_logits("paged_mqa_logits", call, gpu.stream());
+    PagedMqaLogitsLaunch launch = prepare_paged_mqa_logits("paged_mqa_logits", call, gpu.stream(), false);
     if (!launch.sm90 || c.blocks_per_split > kernels::kSm90MaxBlocksPerSplit)
       throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
                               c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
