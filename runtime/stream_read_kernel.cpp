@@ -2,60 +2,50 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "../kernels/paged_read_params.cuh"
 #include "../kernels/stream_read_params.cuh"
 
 namespace flash_indexer {
 
-KernelSpec stream_read_kernel_spec(const Arch& arch) {
+namespace {
+
+// A probe: key "probe.<name>.<arch>", entry fi_probe_<name>, one call of kernels::<name>(p) from
+// kernels/<name>.cuh; `bounds` the __launch_bounds__ arguments (empty: none).
+KernelSpec probe_spec(const Arch& arch, const std::string& name, int threads, const std::string& bounds,
+                      const std::string& parameter) {
   KernelSpec spec;
-  spec.key = "probe.stream_read." + arch.name();
+  spec.key = "probe." + name + "." + arch.name();
   spec.arch = arch;
-  spec.entry = "fi_probe_stream_read";
-  spec.threads = kernels::kStreamReadThreads;
+  spec.entry = "fi_probe_" + name;
+  spec.threads = threads;
   spec.source = fmt::format(
-      "// {}\n"
-      "#include \"stream_read.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const flash_indexer::kernels::StreamReadParams p) {{\n"
-      "  flash_indexer::kernels::stream_read(p);\n"
+      "// {key}\n"
+      "#include \"{name}.cuh\"\n"
+      "extern \"C\" __global__ void {bounds}{entry}(const {parameter} p) {{\n"
+      "  flash_indexer::kernels::{name}(p);\n"
       "}}\n",
-      spec.key, spec.threads, spec.entry);
-  spec.config = {{"kind", "probe"}, {"variant", "stream_read"}, {"arch", arch.name()}};
+      fmt::arg("key", spec.key), fmt::arg("name", name),
+      fmt::arg("bounds", bounds.empty() ? std::string() : "__launch_bounds__(" + bounds + ") "),
+      fmt::arg("entry", spec.entry), fmt::arg("parameter", parameter));
+  spec.config = {{"kind", "probe"}, {"variant", name}, {"arch", arch.name()}};
   return spec;
+}
+
+}  // namespace
+
+KernelSpec stream_read_kernel_spec(const Arch& arch) {
+  return probe_spec(arch, "stream_read", kernels::kStreamReadThreads, std::to_string(kernels::kStreamReadThreads),
+                    "flash_indexer::kernels::StreamReadParams");
 }
 
 KernelSpec paged_read_kernel_spec(const Arch& arch) {
-  KernelSpec spec;
-  spec.key = "probe.paged_read." + arch.name();
-  spec.arch = arch;
-  spec.entry = "fi_probe_paged_read";
-  spec.threads = kernels::kPagedReadThreads;
-  spec.source = fmt::format(
-      "// {}\n"
-      "#include \"paged_read.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const flash_indexer::kernels::PagedReadParams p) {{\n"
-      "  flash_indexer::kernels::paged_read(p);\n"
-      "}}\n",
-      spec.key, spec.threads, kernels::kPagedReadCtasPerSm, spec.entry);
-  spec.config = {{"kind", "probe"}, {"variant", "paged_read"}, {"arch", arch.name()}};
-  return spec;
+  return probe_spec(arch, "paged_read", kernels::kPagedReadThreads,
+                    fmt::format("{}, {}", kernels::kPagedReadThreads, kernels::kPagedReadCtasPerSm),
+                    "flash_indexer::kernels::PagedReadParams");
 }
 
-KernelSpec spin_wait_kernel_spec(const Arch& arch) {
-  KernelSpec spec;
-  spec.key = "probe.spin_wait." + arch.name();
-  spec.arch = arch;
-  spec.entry = "fi_probe_spin_wait";
-  spec.threads = 32;
-  spec.source = fmt::format(
-      "// {}\n"
-      "#include \"spin_wait.cuh\"\n"
-      "extern \"C\" __global__ void {}(const unsigned long long ns) {{\n"
-      "  flash_indexer::kernels::spin_wait(ns);\n"
-      "}}\n",
-      spec.key, spec.entry);
-  spec.config = {{"kind", "probe"}, {"variant", "spin_wait"}, {"arch", arch.name()}};
-  return spec;
-}
+KernelSpec spin_wait_kernel_spec(const Arch& arch) { return probe_spec(arch, "spin_wait", 32, "", "unsigned long long"); }
 
 }  // namespace flash_indexer
