@@ -32,7 +32,8 @@ unsigned int xor_of_covered_blocks(const std::vector<unsigned int>& pool, const 
 TEST_CASE("gpu: the paged-read probe reads exactly the blocks the lengths cover", "[gpu][logits][probe]") {
   test::require_gpu();
   ck::GpuSession& gpu = test::gpu_session();
-  std::mt19937_64 rng(20261203);
+  const std::uint64_t seed = test::fresh_seed();
+  std::mt19937_64 rng(seed);
   for (const int block_bytes : {8448, 4352, 16}) {
     const int block_tokens = 64, block_words = block_bytes / 4, pool_blocks = 300;
     std::vector<unsigned int> pool(static_cast<std::size_t>(pool_blocks) * block_words);
@@ -61,7 +62,7 @@ TEST_CASE("gpu: the paged-read probe reads exactly the blocks the lengths cover"
       gpu.synchronize();
       unsigned int got = 0;
       for (unsigned int w : warp_xor.to_host<unsigned int>(static_cast<std::size_t>(bench::paged_read_warps()))) got ^= w;
-      INFO("block bytes " << block_bytes << ", batch " << batch);
+      INFO("block bytes " << block_bytes << ", batch " << batch << ", seed " << seed);
       CHECK(got == xor_of_covered_blocks(pool, table, lengths, stride, block_words, block_tokens));
     }
   }
