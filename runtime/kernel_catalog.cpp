@@ -5,7 +5,7 @@
 #include "flash_indexer/error.hpp"
 #include "mqa_logits_kernel.hpp"
 #include "paged_mqa_logits_kernel.hpp"
-#include "stream_read_kernel.hpp"
+#include "probe_kernels.hpp"
 #include "topk_kernel.hpp"
 #include "topk_merge_kernel.hpp"
 

@@ -6,23 +6,25 @@
 #include <vector>
 
 #include "../../kernels/stream_read_params.cuh"
-#include "kernel_registry.hpp"
 #include "flash_indexer/error.hpp"
-#include "stream_read_kernel.hpp"  // the probes
+#include "kernel_registry.hpp"
+#include "probe_kernels.hpp"
 
 namespace flash_indexer::bench {
 
 namespace {
 
-// The spin-wait kernel of the current context (a module belongs to the context that loaded it).
-const LoadedKernel& spin_wait_kernel() {
+// A probe's kernel in the current context (a module belongs to the context that loaded it; bench decode
+// --dcp times one GPU per thread).
+template <KernelSpec (*kSpec)(const Arch&)>
+const LoadedKernel& probe_kernel() {
   static std::mutex mutex;
   static std::map<CUcontext, LoadedKernel> loaded;
   CUcontext context = nullptr;
   FI_CU(cuCtxGetCurrent, "bench", &context);
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = loaded.find(context);
-  if (it == loaded.end()) it = loaded.emplace(context, load_kernel(spin_wait_kernel_spec(current_device_arch()))).first;
+  if (it == loaded.end()) it = loaded.emplace(context, load_kernel(kSpec(current_device_arch()))).first;
   return it->second;
 }
 
@@ -49,7 +51,7 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
   gpu.synchronize();
   // Every replay queued behind a spin wait long enough for the host to enqueue them all: each event
   // pair then brackets GPU time only, not the host's launch latency.
-  const LoadedKernel& spin = spin_wait_kernel();
+  const LoadedKernel& spin = probe_kernel<spin_wait_kernel_spec>();
   unsigned long long wait_ns = 2'000'000ull + 30'000ull * static_cast<unsigned long long>(replays);
   void* spin_args[] = {&wait_ns};
   std::vector<CUevent> starts(replays), stops(replays);
@@ -86,7 +88,7 @@ GraphTiming time_graph(check::GpuSession& gpu, const std::function<void(CUstream
 }
 
 GraphTiming measure_launch_floor(check::GpuSession& gpu, check::DeviceBuffer* flush, int replays) {
-  const LoadedKernel& spin = spin_wait_kernel();
+  const LoadedKernel& spin = probe_kernel<spin_wait_kernel_spec>();
   unsigned long long no_wait = 0;
   return time_graph(
       gpu,
@@ -97,24 +99,15 @@ GraphTiming measure_launch_floor(check::GpuSession& gpu, check::DeviceBuffer* fl
       replays, flush);
 }
 
-namespace {
-
-const LoadedKernel& paged_read_kernel() {
-  static const LoadedKernel kernel = load_kernel(paged_read_kernel_spec(current_device_arch()));
-  return kernel;
-}
-
-}  // namespace
-
 int paged_read_warps() {
-  return paged_read_kernel().multiprocessors * kernels::kPagedReadCtasPerSm * (kernels::kPagedReadThreads / 32);
+  return probe_kernel<paged_read_kernel_spec>().multiprocessors * kernels::kPagedReadCtasPerSm * (kernels::kPagedReadThreads / 32);
 }
 
 void launch_paged_read(const kernels::PagedReadParams& params, CUstream stream) {
   if (static_cast<long long>(params.batch) * params.table_stride >= (1ll << 31) ||
       params.block_vectors > 32 * kernels::kPagedReadVectorsPerLane)
     throw Error("paged-read probe: more than 2^31 table entries, or blocks of more than 8704 bytes");
-  const LoadedKernel& kernel = paged_read_kernel();
+  const LoadedKernel& kernel = probe_kernel<paged_read_kernel_spec>();
   kernels::PagedReadParams p = params;
   void* args[] = {&p};
   launch_kernel(kernel, static_cast<unsigned>(kernel.multiprocessors) * kernels::kPagedReadCtasPerSm, 1, 1, stream, args);
@@ -126,7 +119,7 @@ GraphTiming time_paged_read(check::GpuSession& gpu, const kernels::PagedReadPara
 }
 
 double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes, int replays) {
-  static const LoadedKernel kernel = load_kernel(stream_read_kernel_spec(current_device_arch()));
+  const LoadedKernel& kernel = probe_kernel<stream_read_kernel_spec>();
   check::DeviceBuffer data(bytes), sink(16);
   data.fill(0x3c);
   kernels::StreamReadParams p{data.data(), static_cast<long long>(bytes / 16), static_cast<unsigned int*>(sink.data())};

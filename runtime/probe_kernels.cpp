@@ -1,4 +1,4 @@
-#include "stream_read_kernel.hpp"
+#include "probe_kernels.hpp"
 
 #include <fmt/format.h>
 
