@@ -10,10 +10,10 @@ RUN=r192; . docs/next-run/run_lib.sh
 warm_builds M3 R4
 mkdir -p $L/vR4; OUT=$L/vR4 timeout 250 tools/device_verify.sh .device-R4 logits-sm90 logits-other > $L/verify-R4.txt 2>&1; stamp "verify R4"
 W="--heads 32,64 --next-n 2,3 --batch 32,64,128 --lengths 65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
-w() { ok 330 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $W --json $L/w-$1-$2.json > $L/w-$1-$2.txt 2>&1; stamp "waves $1 $2"; }
+w() { ok 420 || return; timeout 40 .device-$1/bin/flash-indexer bench logits $W --json $L/w-$1-$2.json > $L/w-$1-$2.txt 2>&1; stamp "waves $1 $2"; }
 w M3 1; w R4 1; w R4 2; w M3 2
 O="--heads 32,64 --next-n 2,3 --batch 8,32 --lengths 8192,32768 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0"
-o() { ok 380 || return; timeout 20 .device-$1/bin/flash-indexer bench logits $O --json $L/o-$1.json > $L/o-$1.txt 2>&1; stamp "one wave $1"; }
+o() { ok 500 || return; timeout 20 .device-$1/bin/flash-indexer bench logits $O --json $L/o-$1.json > $L/o-$1.txt 2>&1; stamp "one wave $1"; }
 o M3; o R4
 cat $L/times.txt $L/verify-R4.txt
 python3 tools/bench_ab.py --a $L/w-M3-1.json --a $L/w-M3-2.json --b $L/w-R4-1.json --b $L/w-R4-2.json --group next_n,heads,histogram --show 0.03 2>&1 | tail -30
