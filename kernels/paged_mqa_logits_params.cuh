@@ -61,6 +61,9 @@ struct PagedMqaLogitsSm90Params {
   // Nonzero: the producer issues the query and the first stages before the CTA's barrier, in kernels
   // that have the code for it (runtime/sm90_split.hpp, sm90_fill_before_barrier, says where).
   int fill_before_barrier;
+  // The four-consumer FP8 kernels (paged_mqa_logits_sm90_ranges.cuh): nonzero splits the B x width
+  // blocks evenly over the grid's CTAs (grid.y 1); zero keeps the splits x B grid.
+  int ranges;
 };
 
 constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
@@ -97,8 +100,15 @@ constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 // shared-memory score stages: the four-consumer FP8 kernels, which count the histogram already. The
 // MXFP4 ones keep the hand-off (n4 h32 with the histogram spilled).
 constexpr bool sm90_direct_stores(int n, bool mxfp4) { return sm90_consumers_count(n) && !mxfp4; }
+// The kernels with a ranges form (paged_mqa_logits_sm90_ranges.cuh): the four-consumer FP8 ones whose
+// consumers take registers from the producer warpgroup (n2 h64, n3 h32). At next_n 4 (N = 128, the
+// weights in shared memory, 96 registers each) the segments' state spilled 8 bytes.
+constexpr bool sm90_takes_ranges(int next_n, int heads, bool mxfp4);
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
+}
+constexpr bool sm90_takes_ranges(int next_n, int heads, bool mxfp4) {
+  return sm90_direct_stores(next_n * heads, mxfp4) && sm90_moves_registers(next_n, heads, mxfp4);
 }
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -135,6 +145,19 @@ struct Sm90Layout {
 // keys straight into the wgmma's register fragments (mxfp4_e4m3.cuh).
 constexpr int kMxfp4BlockBytes = 64 * 64 + 64 * 4;
 
+// The four-consumer paged FP8 kernels (N 96 and 128: n3 h32; n2 h64, n4 h32) fetch a block's 64 keys
+// and its 64 scales right behind them (the cache's block layout, CONTRACT 2.1) by one 3-D TMA of
+// 64 + 256 / D rows of D bytes, swizzled like the keys, into stages 1024-aligned for the swizzle; the
+// others by a TMA for the keys and a bulk copy for the scales. Runs 196-197, one TMA against two copies:
+// 4-8 % faster at n4 h32 from B 64 x 64K on (and the ranges form's n2 h64 gain), but the two-consumer
+// n4 h64 kernel 2-6 % slower up to B 32 x 32K and next_n 1 no faster.
+constexpr bool sm90_one_tma_per_block(int n, bool mxfp4) { return !mxfp4 && sm90_consumers(n) == 4; }
+constexpr int sm90_paged_stage_bytes(int head_dim) { return (64 * head_dim + 256 + 1023) / 1024 * 1024; }
+// Where key `key`'s scale lies in such a stage: the swizzle XORs a row's 16-byte chunk index with the
+// row's address bits 7 and up, which for the scales' rows (D = 64 or 128) moves the scales of keys 32..63
+// by one chunk.
+constexpr int sm90_paged_scale_offset(int head_dim, int key) { return 64 * head_dim + ((4 * key) ^ ((key >> 5) << 4)); }
+
 // A CTA's KV blocks (its split of one request), at most; the host's split never exceeds it. The paged
 // kernel stages the split's block ids in shared memory (Sm90Layout::block_ids). The host's split goes
 // up to 64 where two CTAs share an SM and up to this where one holds it (runtime/sm90_split.hpp).
@@ -145,6 +168,7 @@ constexpr int kSm90MaxBlocksPerSplit = 256;
 // whose consumers store them).
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false,
                                  bool score_stages = true) {
+  const bool one_tma = stages == 0 && sm90_one_tma_per_block(next_n * heads, mxfp4);
   if (stages == 0) {  // the paged kernel
     stages = sm90_stages(next_n * heads);
     score_stages = !sm90_direct_stores(next_n * heads, mxfp4);
@@ -152,9 +176,10 @@ constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histo
   Sm90Layout l{};
   l.q = 0;
   l.k = round_up(next_n * heads * head_dim, 1024);
-  const int stage_bytes = mxfp4 ? kMxfp4BlockBytes : 64 * head_dim;  // MXFP4: no separate scales
+  // MXFP4 and the one-TMA paged FP8 stages hold their scales: no separate ones.
+  const int stage_bytes = mxfp4 ? kMxfp4BlockBytes : one_tma ? sm90_paged_stage_bytes(head_dim) : 64 * head_dim;
   l.scales = l.k + stages * stage_bytes;
-  l.weights = l.scales + (mxfp4 ? 0 : stages * 64 * 4);
+  l.weights = l.scales + (mxfp4 || one_tma ? 0 : stages * 64 * 4);
   l.values = l.weights + next_n * heads * 4;
   l.histogram = l.values + (score_stages ? stages * next_n * 64 * 4 : 0);
   l.barriers = round_up(l.histogram + (histogram ? next_n * 1024 * 4 : 0), 8);

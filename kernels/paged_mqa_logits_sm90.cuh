@@ -56,6 +56,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kN = Tile::kN;
   static_assert(kNextN <= kSm90MaxNextN, "next_n");
   constexpr int kKeyBytes = Tile::kKeyBytes;
+  constexpr bool kOneTma = sm90_one_tma_per_block(kN, kMxfp4);  // FP8: the keys and scales in one stage
+  constexpr int kStageBytes = kOneTma ? sm90_paged_stage_bytes(kHeadDim) : kKeyBytes;
   constexpr int kSm90Consumers = sm90_consumers(kN);
   constexpr int kSm90Stages = sm90_stages(kN);
   constexpr int kSm90Threads = sm90_threads(kN);
@@ -147,9 +149,10 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
                       kMxfp4BlockBytes, &sm.full[stage]);
     } else if (valid) {
       sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
-      sm90::tma_load_3d(sm.k + stage * kKeyBytes, &params.kv_map, &sm.full[stage], 0, 0, id);
-      sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
-                      64 * 4, &sm.full[stage]);
+      sm90::tma_load_3d(sm.k + stage * kStageBytes, &params.kv_map, &sm.full[stage], 0, 0, id);  // kOneTma: and the scales
+      if constexpr (!kOneTma)
+        sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
+                        64 * 4, &sm.full[stage]);
     } else {
       sm90::mbarrier_arrive(&sm.full[stage]);
     }
@@ -264,7 +267,9 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       const bool valid = sm.invalid[stage] == 0;
       float scale = 0.0f;  // of this lane's key (Tile::owned_key)
       auto read_scales_and_release = [&] {  // the FP8 path
-        if (valid) scale = sm.scales[stage * 64 + owned_key];
+        if (valid)
+          scale = kOneTma ? *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key))
+                          : sm.scales[stage * 64 + owned_key];
         sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
       };
       // The FP8 stage is released as soon as the wgmma has read it, except where the accumulators and
@@ -286,7 +291,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
-        Tile::scores(acc, sm.k + stage * kKeyBytes, sm.q);
+        Tile::scores(acc, sm.k + stage * kStageBytes, sm.q);
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 

@@ -45,5 +45,10 @@ void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
 // The sm90 grid for `blocks_per_split` (1..kSm90MaxBlocksPerSplit) KV blocks per CTA: what prepare sets
 // from runtime/sm90_split.hpp, and what the checks force to test other splits.
 void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call, int blocks_per_split);
+// Whether the launch's kernel takes ranges of blocks across requests (the four-consumer FP8 kernels,
+// kernels/paged_mqa_logits_sm90_ranges.cuh), and the grid of `ctas` CTAs that split the call's B x width
+// blocks evenly: what prepare sets where the splits need more than one wave, and what the checks force.
+bool takes_ranges(const PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call);
+void set_ranges(PagedMqaLogitsLaunch& launch, unsigned ctas);
 
 }  // namespace flash_indexer

@@ -11,6 +11,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "logits_check.hpp"
+#include "paged_mqa_logits_call.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -84,6 +85,24 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
     c.seed = rng();
     require_pass(ck::run_logits_case(session(), c));
   }
+  if (config.variant == PagedMqaLogitsVariant::sm90 &&
+      kernels::sm90_takes_ranges(config.next_n, config.heads, config.kv == KvFormat::mxfp4)) {
+    // The kernels that take ranges of blocks across requests (one CTA: every request in turn, the ring,
+    // the query and the weights reused many times; five: ranges that start and end inside requests),
+    // ragged lengths with 0 and one-block requests, -inf past the lengths, a NaN weight.
+    for (const int ctas : {1, 5}) {
+      ck::LogitsCase c;
+      c.config = config;
+      c.lens_2d = false;
+      c.lengths = {static_cast<int>(rng() % 2000) + 600, 0, 64 * 9 - 1, 64, 1, static_cast<int>(rng() % 4000) + 2000, 700};
+      c.fill_masked = true;
+      c.nan_weight_row = static_cast<int>(rng() % (c.lengths.size() * config.next_n));
+      c.ranges_ctas = ctas;
+      c.seed = rng();
+      INFO(ctas << " CTAs");
+      require_pass(ck::run_logits_case(session(), c));
+    }
+  }
 }
 
 const bool registered = [] {
@@ -94,23 +113,44 @@ const bool registered = [] {
 
 }  // namespace
 
+namespace {
+// Whether the library runs this call over ranges of blocks across requests (one CTA per SM,
+// kernels/paged_mqa_logits_sm90_ranges.cuh): the tests below ask for both grids.
+bool library_takes_ranges(const ck::LogitsCase& c, const ck::LogitsViews& v) {
+  PagedMqaLogitsOptions options;
+  options.fill_masked = c.fill_masked;
+  const PagedMqaLogitsCall call =
+      check_paged_mqa_logits("test", v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, options);
+  return !call.empty() && prepare_paged_mqa_logits("test", call, session().stream(), true).sm90_params.ranges != 0;
+}
+}  // namespace
+
+// B 4: the split grid; B 140 x 24 blocks at n2 h64: the ranges grid on an H200 / H100 (more than one
+// wave of splits, too many blocks for next_n = 1 rows), the bad ids in ranges that start inside a request.
 TEST_CASE("gpu: block ids outside the cache in the live range give NaN and never a fault", "[gpu][logits]") {
   test::require_gpu();
-  ck::LogitsCase c;
-  c.config = {2, 64, 128, 64, false, LogitsDType::f32, {}};
-  c.lengths = {300, 290, 200, 130};
-  c.seed = fresh_seed();
-  ck::HostInputs in = ck::make_inputs(c);
-  in.block_table[0 * in.max_blocks + 1] = -5;
-  in.block_table[1 * in.max_blocks + 0] = in.num_blocks;
-  in.block_table[1 * in.max_blocks + 2] = 1 << 30;
-  ck::DeviceInputs d = ck::upload(in, c);
-  d.logits.fill(ck::kPoison);
-  const ck::LogitsViews v = ck::views(d, in, c);
-  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream());
-  session().synchronize();
-  const auto r = ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes()));
-  require_pass(r);
+  std::mt19937_64 rng(fresh_seed());
+  for (const int batch : {4, 140}) {
+    ck::LogitsCase c;
+    c.config = {2, 64, 128, 64, false, LogitsDType::f32, {}};
+    c.lengths = {300, 290, 200, 130};
+    for (int i = 4; i < 2 * batch; ++i) c.lengths.push_back(static_cast<int>(rng() % 1400) + 130);
+    if (batch == 140) c.width = 24 * 64;
+    c.seed = rng();
+    INFO(ck::describe(c));
+    ck::HostInputs in = ck::make_inputs(c);
+    in.block_table[0 * in.max_blocks + 1] = -5;
+    in.block_table[1 * in.max_blocks + 0] = in.num_blocks;
+    in.block_table[1 * in.max_blocks + 2] = 1 << 30;
+    in.block_table[static_cast<std::size_t>(batch - 1) * in.max_blocks + 1] = -1;
+    ck::DeviceInputs d = ck::upload(in, c);
+    d.logits.fill(ck::kPoison);
+    const ck::LogitsViews v = ck::views(d, in, c);
+    if (batch == 140 && session().arch().name() == "sm_90a") REQUIRE(library_takes_ranges(c, v));
+    paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream());
+    session().synchronize();
+    require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())));
+  }
 }
 
 TEST_CASE("gpu: many requests (B = 1000) with short rows", "[gpu][logits]") {
@@ -129,53 +169,60 @@ TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths an
   test::require_gpu();
   const auto& cu = driver::api();
   std::mt19937_64 rng(fresh_seed());
-  ck::LogitsCase c;
-  c.config = {2, 64, 128, 64, false, LogitsDType::f16, {}};
-  c.lens_2d = true;
-  c.lengths = {700, 701, 0, 1, 64, 65, 500, 3};
-  c.width = 1024;
-  c.spare_blocks = 40;
-  c.fill_masked = true;
-  c.seed = rng();
-  ck::HostInputs in = ck::make_inputs(c);
-  ck::DeviceInputs d = ck::upload(in, c);
-  const ck::LogitsViews v = ck::views(d, in, c);
-  PagedMqaLogitsOptions options;
-  options.fill_masked = true;
+  // B 4: the split grid; B 150 x 24 blocks: the ranges grid on an H200 / H100 (more than one wave of
+  // splits, too many blocks for next_n = 1 rows).
+  for (const int batch : {4, 150}) {
+    ck::LogitsCase c;
+    c.config = {2, 64, 128, 64, false, LogitsDType::f16, {}};
+    c.lens_2d = true;
+    c.lengths = {700, 701, 0, 1, 64, 65, 500, 3};
+    c.lengths.resize(2 * batch, 200);
+    c.width = batch == 150 ? 24 * 64 : 1024;
+    c.spare_blocks = 12 * batch;  // the replays' tables take 12 blocks per request
+    c.fill_masked = true;
+    c.seed = rng();
+    INFO(ck::describe(c));
+    ck::HostInputs in = ck::make_inputs(c);
+    ck::DeviceInputs d = ck::upload(in, c);
+    const ck::LogitsViews v = ck::views(d, in, c);
+    PagedMqaLogitsOptions options;
+    options.fill_masked = true;
+    if (batch == 150 && session().arch().name() == "sm_90a") REQUIRE(library_takes_ranges(c, v));
 
-  // Warm (load) outside the capture, then capture one launch.
-  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), options);
-  CUstream stream = session().stream();
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
-  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, stream, options);
-  FI_CU(cuStreamEndCapture, "test", stream, &graph);
-  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+    // Warm (load) outside the capture, then capture one launch.
+    paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), options);
+    CUstream stream = session().stream();
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, stream, options);
+    FI_CU(cuStreamEndCapture, "test", stream, &graph);
+    FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
 
-  for (int replay = 0; replay < 4; ++replay) {
-    INFO("replay " << replay);
-    // New lengths (up to the captured width) and a reshuffled block table, uploaded into the same buffers.
-    for (auto& len : c.lengths) len = static_cast<int>(rng() % 760);
-    if (replay == 0) std::fill(c.lengths.begin(), c.lengths.end(), 0);
-    in.context_lens.assign(c.lengths.begin(), c.lengths.end());
-    std::vector<std::int32_t> pool(in.num_blocks);
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    std::size_t next = 0;
-    for (int b = 0; b < in.batch; ++b)
-      for (int i = 0; i < in.max_blocks; ++i)
-        in.block_table[b * in.max_blocks + i] = i < 12 ? pool[next++] : std::numeric_limits<std::int32_t>::max();
-    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
-    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
-    d.logits.fill(ck::kPoison);
-    FI_CU(cuGraphLaunch, "test", exec, stream);
-    session().synchronize();
-    // Replay 0 has only zero lengths: every column must then be -inf (fill_masked), which compare checks.
-    require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())), replay != 0);
+    for (int replay = 0; replay < 4; ++replay) {
+      INFO("replay " << replay);
+      // New lengths (up to the captured width) and a reshuffled block table, uploaded into the same buffers.
+      for (auto& len : c.lengths) len = static_cast<int>(rng() % 760);
+      if (replay == 0) std::fill(c.lengths.begin(), c.lengths.end(), 0);
+      in.context_lens.assign(c.lengths.begin(), c.lengths.end());
+      std::vector<std::int32_t> pool(in.num_blocks);
+      std::iota(pool.begin(), pool.end(), 0);
+      std::shuffle(pool.begin(), pool.end(), rng);
+      std::size_t next = 0;
+      for (int b = 0; b < in.batch; ++b)
+        for (int i = 0; i < in.max_blocks; ++i)
+          in.block_table[b * in.max_blocks + i] = i < 12 ? pool[next++] : std::numeric_limits<std::int32_t>::max();
+      d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
+      d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
+      d.logits.fill(ck::kPoison);
+      FI_CU(cuGraphLaunch, "test", exec, stream);
+      session().synchronize();
+      // Replay 0 has only zero lengths: every column must then be -inf (fill_masked), which compare checks.
+      require_pass(ck::compare_logits(c, in, d.logits.to_host<std::uint8_t>(d.logits.bytes())), replay != 0);
+    }
+    cu.cuGraphExecDestroy(exec);
+    cu.cuGraphDestroy(graph);
   }
-  cu.cuGraphExecDestroy(exec);
-  cu.cuGraphDestroy(graph);
 }
 
 TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a clear error", "[gpu][logits]") {
@@ -221,6 +268,14 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
           INFO(blocks << " blocks per CTA, fill_before_barrier " << early);
           c.blocks_per_split = blocks;
           c.fill_before_barrier = early;
+          CHECK(ck::logits_bytes(session(), c, d, v) == automatic);
+        }
+      c.blocks_per_split = 0;
+      c.fill_before_barrier = -1;
+      if (kernels::sm90_takes_ranges(next_n, heads, kv == KvFormat::mxfp4))
+        for (const int ctas : {1, 2, 7, 40, 132}) {  // ranges across requests, which split requests anywhere
+          INFO("ranges over " << ctas << " CTAs");
+          c.ranges_ctas = ctas;
           CHECK(ck::logits_bytes(session(), c, d, v) == automatic);
         }
     }

@@ -22,6 +22,8 @@ P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,655
 g() { ok 240 || return; timeout 30 .device-$1/bin/flash-indexer bench logits $P --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }
 g M3 1; g R9 1; g R9 2; g M3 2
 if ok 300; then mkdir -p $L/vR9; OUT=$L/vR9 timeout 250 tools/device_verify.sh .device-R9 logits-sm90 logits-other > $L/verify-R9.txt 2>&1; stamp "verify R9"; fi
+# DeepGEMM's grid in the same call, for the README's table if R9 is kept
+if ok 430; then OUT=$L/dg DG_BENCH_BUDGET_S=100 timeout 150 bash .anchors/deepgemm/run.sh > $L/dg.txt 2>&1; stamp "deepgemm"; fi
 cat $L/times.txt; cat $L/verify-R9.txt 2>/dev/null
 ab() { python3 tools/bench_ab.py --a $L/$1-M3-1.json --a $L/$1-M3-2.json --b $L/$1-$2-1.json --b $L/$1-$2-2.json --group $3 2>&1 | grep -E "^\s+\(|^all"; }
 echo "R8 / M3"; ab w R8 next_n,heads,histogram

@@ -60,7 +60,7 @@ std::string describe(const LogitsCase& c) {
   std::string lens;
   for (std::size_t i = 0; i < c.lengths.size() && i < 12; ++i) lens += (i ? "," : "") + std::to_string(c.lengths[i]);
   if (c.lengths.size() > 12) lens += ",...";
-  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{}{} seed {}",
+  return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{}{}{} seed {}",
                      c.config.variant == PagedMqaLogitsVariant::portable ? "portable "
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
                                                                            : "",
@@ -72,6 +72,7 @@ std::string describe(const LogitsCase& c) {
                      c.nan_weight_row >= 0 ? " nan-weight" : c.wide_weights ? " wide-weights" : "",
                      c.blocks_per_split > 0 ? fmt::format(" {} blocks per CTA", c.blocks_per_split) : "",
                      c.fill_before_barrier == 0 ? " filled after the barrier" : c.fill_before_barrier == 1 ? " filled before the barrier" : "",
+                     c.ranges_ctas > 0 ? fmt::format(" ranges over {} CTAs", c.ranges_ctas) : "",
                      c.seed);
 }
 
@@ -424,18 +425,25 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
   options.histogram = histogram;
   options.variant = c.config.variant;
   options.q_scales = v.q_scales;
-  if (c.blocks_per_split > 0) {
+  if (c.blocks_per_split > 0 || c.ranges_ctas > 0) {
     // The op's own steps (runtime/paged_mqa_logits_call.hpp) with the split replaced, on the call's own
     // next_n kernel (never flattened into next_n = 1 rows: the cases without a forced split test that
     // where the op takes it, sm90_flattened).
     const PagedMqaLogitsCall call =
         check_paged_mqa_logits("paged_mqa_logits", v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, options);
     PagedMqaLogitsLaunch launch = prepare_paged_mqa_logits("paged_mqa_logits", call, gpu.stream(), false);
-    if (!launch.sm90 || c.blocks_per_split > kernels::kSm90MaxBlocksPerSplit)
-      throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
-                              c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
-    set_blocks_per_split(launch, call, c.blocks_per_split);
-    if (c.fill_before_barrier >= 0) launch.sm90_params.fill_before_barrier = c.fill_before_barrier;
+    if (c.blocks_per_split > 0) {
+      if (!launch.sm90 || c.blocks_per_split > kernels::kSm90MaxBlocksPerSplit)
+        throw Error(fmt::format("LogitsCase::blocks_per_split {}: the sm90 kernel with at most {} blocks per CTA only",
+                                c.blocks_per_split, kernels::kSm90MaxBlocksPerSplit));
+      set_blocks_per_split(launch, call, c.blocks_per_split);
+      if (c.fill_before_barrier >= 0) launch.sm90_params.fill_before_barrier = c.fill_before_barrier;
+    }
+    if (c.ranges_ctas > 0) {
+      if (!takes_ranges(launch, call))
+        throw Error(fmt::format("LogitsCase::ranges_ctas {}: only for the kernels that take ranges", c.ranges_ctas));
+      set_ranges(launch, static_cast<unsigned>(c.ranges_ctas));
+    }
     enqueue(launch, gpu.stream());
   } else {
     paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, gpu.stream(), options);

@@ -34,6 +34,10 @@ struct LogitsCase {
   // With blocks_per_split: 0 / 1 forces where the producer starts (after / before the CTA's barrier,
   // PagedMqaLogitsSm90Params::fill_before_barrier); -1 leaves the library's choice.
   int fill_before_barrier = -1;
+  // The sm90 kernels that take ranges of blocks across requests (takes_ranges): a grid of this many CTAs
+  // splitting the B x width blocks evenly (0: the library's choice), so that short inputs still run
+  // CTAs that switch requests (the query and weights, the histogram's flush per request).
+  int ranges_ctas = 0;
   std::uint64_t seed = 1;
 };
 
