@@ -189,14 +189,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
         const Segment seg(p, range, width_blocks);
         if (seg.count == 0) continue;
         if (k > 0) {  // a segment's length: asleep, not polling the barrier beside the consumers
-          const unsigned int parity = (k - 1) & 1;
-          for (;;) {
-            unsigned int done;
-            asm volatile("{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}"
-                         : "=r"(done) : "r"(sm90::smem_address(q_empty)), "r"(parity) : "memory");
-            if (done) break;
-            __nanosleep(1000);
-          }
+          while (!sm90::mbarrier_test_wait(q_empty, (k - 1) & 1)) __nanosleep(1000);
         }
         for (int t = lane; t < kN; t += 32) sm.weights[t] = p.weights[static_cast<long long>(seg.b) * kN + t];
         __syncwarp();  // the weights before the arrival that publishes them (release)

@@ -53,6 +53,21 @@ __device__ __forceinline__ void mbarrier_wait(unsigned long long* bar, unsigned 
       : "memory");
 }
 
+// Whether the phase of `parity` has completed, without waiting.
+__device__ __forceinline__ bool mbarrier_test_wait(unsigned long long* bar, unsigned int parity) {
+  unsigned int done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(smem_address(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // ---- TMA ---------------------------------------------------------------------------------------
 
 __device__ __forceinline__ void tma_load_1d(void* dst, const TensorMap* map, unsigned long long* bar, int c0) {
