@@ -49,6 +49,43 @@ __device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
 // query once per CTA into shared memory with its heads' factors folded into their weights, each block's
 // keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
 // math is the FP8 path's.
+// A block's head sums from the weights in registers or in shared memory, or zeros for an invalid
+// block (its values become NaN with the scale).
+template <class Tile, bool kRegisterWeights>
+__device__ __forceinline__ void block_head_sums(bool valid, const typename Tile::Acc& acc, const typename Tile::Weights& weights,
+                                                const float* shared_weights, int quad, typename Tile::Owned& sum) {
+  if (valid) {
+    if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
+    else Tile::head_sums(acc, shared_weights, quad, sum);
+  } else {
+#pragma unroll
+    for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
+  }
+}
+
+// A direct-store consumer's scaled values of one block (key column s of the rows row0 + j) into the
+// logits: below the width, -inf past the row's length where asked, the stored values counted into the
+// CTA's histogram.
+template <class Tile, class Store, int kNextN, bool kHistogram>
+__device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p, const typename Tile::Owned& sum, int quad,
+                                                   int s, long long row0, const int (&lens)[kNextN], int* hist) {
+#pragma unroll
+  for (int n = 0; n < Tile::kOwned; ++n) {
+    const int j = Tile::owned_row(n, quad);
+    if (!Tile::owns(n, quad) || s >= p.width) continue;
+    const long long index = (row0 + j) * p.logits_stride + s;
+    if (s < length_of_row(lens, j)) {
+      const float stored = Store::store(p.logits, index, sum[n]);
+      if constexpr (kHistogram) {
+        const int bin = histogram_bin(stored);  // -1: NaN, not counted
+        if (bin >= 0) atomicAdd(&hist[j * kCoarseBins + bin], 1);
+      }
+    } else if (p.fill_masked) {
+      Store::store(p.logits, index, negative_infinity());
+    }
+  }
+}
+
 template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   await_previous_kernel();  // before this kernel's first global memory access
@@ -295,15 +332,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 
-      if constexpr (kMxfp4Round == kN) {  // (in rounds the sums are made; an invalid block's become NaN below)
-        if (valid) {
-          if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
-          else Tile::head_sums(acc, sm.weights, quad, sum);
-        } else {
-#pragma unroll
-          for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
-        }
-      }
+      if constexpr (kMxfp4Round == kN)  // (in rounds the sums are made; an invalid block's become NaN below)
+        block_head_sums<Tile, kRegisterWeights>(valid, acc, weights, sm.weights, quad, sum);
       if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps, or store them (kDirectStores).
@@ -311,22 +341,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 #pragma unroll
       for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       const int s = (first + i) * 64 + owned_key;
-      if constexpr (kDirectStores) {  // as the store warps do: below the width, -inf past the row's length
-#pragma unroll
-        for (int n = 0; n < Tile::kOwned; ++n) {
-          const int j = Tile::owned_row(n, quad);
-          if (!Tile::owns(n, quad) || s >= p.width) continue;
-          const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
-          if (s < length_of_row(lens, j)) {
-            const float stored = Store::store(p.logits, index, sum[n]);
-            if constexpr (kHistogram) {
-              const int bin = histogram_bin(stored);  // -1: NaN, not counted
-              if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-            }
-          } else if (p.fill_masked) {
-            Store::store(p.logits, index, negative_infinity());
-          }
-        }
+      if constexpr (kDirectStores) {  // as the store warps do
+        store_owned_values<Tile, Store, kNextN, kHistogram>(p, sum, quad, s, static_cast<long long>(b) * kNextN, lens, sm.hist);
       } else {
         if constexpr (kHistogram && kConsumersCount) {  // (MXFP4) what the store warps will store and mask
 #pragma unroll

@@ -244,32 +244,11 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
         Tile::scores(acc, sm.k + stage * kStageBytes, sm.q);
         if constexpr (!kLateRelease) read_scales_and_release();
         typename Tile::Owned sum;
-        if (valid) {
-          if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
-          else Tile::head_sums(acc, sm.weights, quad, sum);
-        } else {
-#pragma unroll
-          for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
-        }
+        block_head_sums<Tile, kRegisterWeights>(valid, acc, weights, sm.weights, quad, sum);
         if constexpr (kLateRelease) read_scales_and_release();
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
-        const int s = s0 + i * 64;
-#pragma unroll
-        for (int n = 0; n < Tile::kOwned; ++n) {
-          const int j = Tile::owned_row(n, quad);
-          if (!Tile::owns(n, quad) || s >= p.width) continue;
-          const long long index = (row0 + j) * p.logits_stride + s;
-          if (s < length_of_row(seg.lens, j)) {
-            const float stored = Store::store(p.logits, index, sum[n]);
-            if constexpr (kHistogram) {
-              const int bin = histogram_bin(stored);  // -1: NaN, not counted
-              if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-            }
-          } else if (p.fill_masked) {
-            Store::store(p.logits, index, negative_infinity());
-          }
-        }
+        store_owned_values<Tile, Store, kNextN, kHistogram>(p, sum, quad, s0 + i * 64, row0, seg.lens, sm.hist);
         ring.advance();
       }
       i -= seg.count;

@@ -6,7 +6,6 @@
 #include "catch_compat.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <random>
 
 #include "driver.hpp"
@@ -127,13 +126,7 @@ TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block ta
     INFO("replay " << replay);
     for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
     in.context_lens[replay] = 0;  // a padding request
-    std::vector<std::int32_t> pool(in.num_blocks);
-    std::iota(pool.begin(), pool.end(), 0);
-    std::shuffle(pool.begin(), pool.end(), rng);
-    std::size_t next = 0;
-    for (int b = 0; b < in.batch; ++b)
-      for (int i = 0; i < in.max_blocks; ++i)
-        in.block_table[b * in.max_blocks + i] = i < (pc.max_context + 63) / 64 ? pool[next++ % pool.size()] : -1;
+    ck::reshuffle_block_table(in, rng(), (pc.max_context + 63) / 64, -1);
     d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
     d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
     indices.fill(0x7d);

@@ -4,7 +4,6 @@
 #include "catch_compat.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <random>
 
 #include "driver.hpp"
@@ -205,13 +204,7 @@ TEST_CASE("gpu: a CUDA graph captured once replays correctly with new lengths an
       for (auto& len : c.lengths) len = static_cast<int>(rng() % 760);
       if (replay == 0) std::fill(c.lengths.begin(), c.lengths.end(), 0);
       in.context_lens.assign(c.lengths.begin(), c.lengths.end());
-      std::vector<std::int32_t> pool(in.num_blocks);
-      std::iota(pool.begin(), pool.end(), 0);
-      std::shuffle(pool.begin(), pool.end(), rng);
-      std::size_t next = 0;
-      for (int b = 0; b < in.batch; ++b)
-        for (int i = 0; i < in.max_blocks; ++i)
-          in.block_table[b * in.max_blocks + i] = i < 12 ? pool[next++] : std::numeric_limits<std::int32_t>::max();
+      ck::reshuffle_block_table(in, rng(), 12, std::numeric_limits<std::int32_t>::max());
       d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
       d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
       d.logits.fill(ck::kPoison);

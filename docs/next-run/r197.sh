@@ -3,7 +3,7 @@
 # n3 H 32 in one wave of one CTA per SM, where the splits need more than a wave; one TMA per block for
 # the keys and scales in every FP8 kernel) against main before it (.device-M3, 3b42a3f): the whole FP8
 # grid L M3 DeepGEMM M3 L, the grid with the histogram once, then L's GPU tests.
-RUN=r197; . docs/next-run/run_lib.sh
+RUN=${RUN:-r197}; . docs/next-run/run_lib.sh
 warm_builds L M3
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20"
 g() { timeout 60 .device-$1/bin/flash-indexer bench logits $P --hist $3 --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }

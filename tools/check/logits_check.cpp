@@ -220,6 +220,17 @@ HostInputs make_inputs(const LogitsCase& c) {
   return in;
 }
 
+void reshuffle_block_table(HostInputs& in, std::uint64_t seed, int live_blocks, std::int32_t past) {
+  std::vector<std::int32_t> pool(in.num_blocks);
+  std::iota(pool.begin(), pool.end(), 0);
+  std::mt19937_64 rng(seed);
+  std::shuffle(pool.begin(), pool.end(), rng);
+  std::size_t next = 0;
+  for (int b = 0; b < in.batch; ++b)
+    for (int i = 0; i < in.max_blocks; ++i)
+      in.block_table[static_cast<std::size_t>(b) * in.max_blocks + i] = i < live_blocks ? pool[next++ % pool.size()] : past;
+}
+
 DeviceInputs upload(const HostInputs& in, const LogitsCase& c) {
   DeviceInputs d;
   d.q = DeviceBuffer::from(in.q);
