@@ -45,10 +45,6 @@ __device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
   return len;
 }
 
-// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
-// query once per CTA into shared memory with its heads' factors folded into their weights, each block's
-// keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
-// math is the FP8 path's.
 // A block's head sums from the weights in registers or in shared memory, or zeros for an invalid
 // block (its values become NaN with the scale).
 template <class Tile, bool kRegisterWeights>
@@ -86,6 +82,10 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
   }
 }
 
+// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
+// query once per CTA into shared memory with its heads' factors folded into their weights, each block's
+// keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
+// math is the FP8 path's.
 template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
 __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   await_previous_kernel();  // before this kernel's first global memory access
