@@ -100,13 +100,12 @@ constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 // shared-memory score stages: the four-consumer FP8 kernels, which count the histogram already. The
 // MXFP4 ones keep the hand-off (n4 h32 with the histogram spilled).
 constexpr bool sm90_direct_stores(int n, bool mxfp4) { return sm90_consumers_count(n) && !mxfp4; }
-// The kernels with a ranges form (paged_mqa_logits_sm90_ranges.cuh): the four-consumer FP8 ones whose
-// consumers take registers from the producer warpgroup (n2 h64, n3 h32). At next_n 4 (N = 128, the
-// weights in shared memory, 96 registers each) the segments' state spilled 8 bytes.
-constexpr bool sm90_takes_ranges(int next_n, int heads, bool mxfp4);
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
   return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
 }
+// The kernels with a ranges form (paged_mqa_logits_sm90_ranges.cuh): the four-consumer FP8 ones whose
+// consumers take registers from the producer warpgroup (n2 h64, n3 h32). At next_n 4 (N = 128, the
+// weights in shared memory, 96 registers each) the segments' state spilled 8 bytes.
 constexpr bool sm90_takes_ranges(int next_n, int heads, bool mxfp4) {
   return sm90_direct_stores(next_n * heads, mxfp4) && sm90_moves_registers(next_n, heads, mxfp4);
 }

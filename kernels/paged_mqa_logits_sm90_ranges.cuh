@@ -71,8 +71,9 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
   constexpr int kThreads = sm90_threads(kN);
   static_assert(kConsumers == 4 && sm90_takes_ranges(kNextN, kHeads, false) && sm90_one_tma_per_block(kN, false),
                 "n2 h64 and n3 h32, FP8: one TMA per block");
-  constexpr bool kMovesRegisters = sm90_moves_registers(kNextN, kHeads, false);
-  constexpr bool kRegisterWeights = sm90_register_weights(kNextN, kHeads, false);
+  // Taking ranges implies both: the consumers take registers from the producer warpgroup and hold
+  // their weights in them.
+  static_assert(sm90_moves_registers(kNextN, kHeads, false) && sm90_register_weights(kNextN, kHeads, false), "registers");
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
   constexpr int kIdChunk = 64;  // block ids staged at a time by the producer warp
   const PagedMqaLogitsParams& p = params.p;
@@ -109,7 +110,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
   __syncthreads();
 
   if (warpgroup == kConsumers) {
-    if constexpr (kMovesRegisters) sm90::set_max_registers_dec<sm90_producer_registers(kNextN, false)>();
+    sm90::set_max_registers_dec<sm90_producer_registers(kNextN, false)>();
     const int warp = (tid / 32) % 4;
     if (warp == 0) {  // the producer thread: the blocks of every segment, one ring across them
       if (lane == 0) {
@@ -201,7 +202,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
       }
     }
   } else {
-    if constexpr (kMovesRegisters) sm90::set_max_registers_inc<sm90_consumer_registers(kNextN, false)>();
+    sm90::set_max_registers_inc<sm90_consumer_registers(kNextN, false)>();
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
     const int owned_key = Tile::owned_key(quad, key0);     // the key of its values after the head sums
@@ -229,23 +230,18 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
       const int s0 = __shfl_sync(0xffffffffu, seg.first, 0) * 64 + owned_key;
       const long long row0 = static_cast<long long>(seg.b) * kNextN;
       sm90::mbarrier_wait(sm.q_full, k & 1);  // this segment's query and weights
-      if constexpr (kRegisterWeights) Tile::load_weights(weights, sm.weights, quad);
+      Tile::load_weights(weights, sm.weights, quad);
       for (; i < seg.count; i += kConsumers) {
         const int stage = ring.stage;
         sm90::mbarrier_wait(&sm.full[stage], ring.phase);
         const bool valid = sm.invalid[stage] == 0;
-        float scale = 0.0f;  // of this lane's key (Tile::owned_key)
-        auto read_scales_and_release = [&] {
-          if (valid) scale = *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key));
-          sm90::mbarrier_arrive(&sm.empty[stage]);
-        };
-        // As the common kernel: released after the head sums where the weights are in registers.
-        constexpr bool kLateRelease = kMovesRegisters;
         Tile::scores(acc, sm.k + stage * kStageBytes, sm.q);
-        if constexpr (!kLateRelease) read_scales_and_release();
         typename Tile::Owned sum;
-        block_head_sums<Tile, kRegisterWeights>(valid, acc, weights, sm.weights, quad, sum);
-        if constexpr (kLateRelease) read_scales_and_release();
+        block_head_sums<Tile, true>(valid, acc, weights, sm.weights, quad, sum);
+        // As the common kernel where the weights are in registers: the stage released after the head sums.
+        float scale = 0.0f;  // of this lane's key (Tile::owned_key)
+        if (valid) scale = *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key));
+        sm90::mbarrier_arrive(&sm.empty[stage]);
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
         store_owned_values<Tile, Store, kNextN, kHistogram>(p, sum, quad, s0 + i * 64, row0, seg.lens, sm.hist);

@@ -145,6 +145,7 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
   if (sm90) {
     spec.threads = kernels::sm90_threads(c.next_n * c.heads);
     const bool mxfp4 = c.kv == KvFormat::mxfp4;
+    const bool ranges = kernels::sm90_takes_ranges(c.next_n, c.heads, mxfp4);  // a ranges form besides the common kernel
     spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram, 0, mxfp4).bytes);
     spec.source = fmt::format(
         "// {key}\n"
@@ -157,10 +158,8 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
         fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim),
         fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)),
         fmt::arg("mxfp4", mxfp4 ? ", true" : ""),
-        fmt::arg("function", kernels::sm90_takes_ranges(c.next_n, c.heads, mxfp4) ? "paged_mqa_logits_sm90_direct"
-                                                                                   : "paged_mqa_logits_sm90"),
-        fmt::arg("header", kernels::sm90_takes_ranges(c.next_n, c.heads, mxfp4) ? "paged_mqa_logits_sm90_ranges"
-                                                                                   : "paged_mqa_logits_sm90"),
+        fmt::arg("function", ranges ? "paged_mqa_logits_sm90_direct" : "paged_mqa_logits_sm90"),
+        fmt::arg("header", ranges ? "paged_mqa_logits_sm90_ranges" : "paged_mqa_logits_sm90"),
         // Two CTAs per SM up to N = 64 (at most 80 registers): ptxas stays there by itself for FP8, not
         // with the MXFP4 conversion in the consumers, so it is told.
         fmt::arg("ctas", mxfp4 && c.next_n * c.heads <= 64 ? 2 : 1));
