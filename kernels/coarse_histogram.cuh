@@ -17,5 +17,14 @@ __device__ __forceinline__ void add_to_histogram_warp(int* hist, int bin) {
 // The bin of a stored logit, or -1 when it is not counted (NaN).
 __device__ __forceinline__ int histogram_bin(float stored) { return stored != stored ? -1 : coarse_bin(stored); }
 
+// Counts a stored logit into its row's shared-memory histogram unless it is NaN. The bin is computed
+// whatever the value (coarse_bin is branch-free arithmetic) and only the atomic depends on the NaN test:
+// one predicated atomic instead of a branch around the bin and another around the atomic (device run
+// 202: about 25 instructions per value with both branches, in the loops that bound the histogram's cost).
+__device__ __forceinline__ void count_stored(int* row_hist, float stored) {
+  const int bin = coarse_bin(stored);
+  if (stored == stored) atomicAdd(row_hist + bin, 1);
+}
+
 }  // namespace kernels
 }  // namespace flash_indexer

@@ -151,10 +151,7 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
         const int j = Tile::owned_row(n, quad);
         if (!Tile::owns(n, quad) || t0 + j >= p.tokens || key >= p.keys) continue;
         const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1];
-        if (kHistogram && inside) {
-          const int bin = histogram_bin(Store::rounded(sum[n]));  // -1: NaN, not counted
-          if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
-        }
+        if (kHistogram && inside) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
         if (inside || p.fill_masked)
           Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + key, inside ? sum[n] : negative_infinity());
       }

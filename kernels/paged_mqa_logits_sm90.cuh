@@ -72,10 +72,7 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
     const long long index = (row0 + j) * p.logits_stride + s;
     if (s < length_of_row(lens, j)) {
       const float stored = Store::store(p.logits, index, sum[n]);
-      if constexpr (kHistogram) {
-        const int bin = histogram_bin(stored);  // -1: NaN, not counted
-        if (bin >= 0) atomicAdd(&hist[j * kCoarseBins + bin], 1);
-      }
+      if constexpr (kHistogram) count_stored(hist + j * kCoarseBins, stored);
     } else if (p.fill_masked) {
       Store::store(p.logits, index, negative_infinity());
     }
@@ -257,24 +254,34 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       for (int i = warp; i < count; i += kSm90StoreWarps) {
         const int stage = i % kSm90Stages;
         sm90::mbarrier_wait(&sm.scores_full[stage], (i / kSm90Stages) & 1);
-        const int s0 = (first + i) * 64;
-        for (int e = lane; e < kNextN * 64; e += 32) {
-          const int j = e / 64;
-          const int s = s0 + e % 64;
-          if (s >= p.width) continue;
-          const long long index = (static_cast<long long>(b) * kNextN + j) * p.logits_stride + s;
-          const int len = length_of_row(lens, j);
-          if (s >= len) {
-            if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
-            continue;
-          }
-          const float stored = Store::store(p.logits, index, sm.scores[stage * kNextN * 64 + e]);
-          if constexpr (kHistogram && !kConsumersCount) {
-            const int bin = histogram_bin(stored);
-            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+        // The lane's values, keys s0 and s0 + 32 of every row, all read before the stage is handed back,
+        // so that the consumer that refills it need not wait for the stores and the count. Unrolled, the
+        // row of each value is known at compile time (its length a register, not a select over the rows)
+        // and the values' loads, stores and bins interleave: one store warp per block in flight was the
+        // bound of the N = 192-256 kernels with the histogram (device run 202: their consumers waited for
+        // free score stages in 16 % of all samples).
+        float value[kNextN][2];
+#pragma unroll
+        for (int j = 0; j < kNextN; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) value[j][h] = sm.scores[(stage * kNextN + j) * 64 + 32 * h + lane];
+        sm90::mbarrier_arrive(&sm.scores_free[stage]);
+        const int s0 = (first + i) * 64 + lane;
+#pragma unroll
+        for (int j = 0; j < kNextN; ++j) {
+          const long long row = (static_cast<long long>(b) * kNextN + j) * p.logits_stride;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int s = s0 + 32 * h;
+            if (s >= p.width) continue;
+            if (s >= lens[j]) {
+              if (p.fill_masked) Store::store(p.logits, row + s, negative_infinity());
+              continue;
+            }
+            const float stored = Store::store(p.logits, row + s, value[j][h]);
+            if constexpr (kHistogram && !kConsumersCount) count_stored(sm.hist + j * kCoarseBins, stored);
           }
         }
-        sm90::mbarrier_arrive(&sm.scores_free[stage]);
       }
     }
   } else {
@@ -349,8 +356,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           for (int n = 0; n < Tile::kOwned; ++n) {
             if (!Tile::owns(n, quad)) continue;
             const int j = Tile::owned_row(n, quad);
-            const int bin = s < length_of_row(lens, j) && s < p.width ? histogram_bin(Store::rounded(sum[n])) : -1;
-            if (bin >= 0) atomicAdd(&sm.hist[j * kCoarseBins + bin], 1);
+            if (s < length_of_row(lens, j) && s < p.width) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
           }
         }
         Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);

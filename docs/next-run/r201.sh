@@ -13,5 +13,16 @@ w() { timeout 40 .device-$1/bin/flash-indexer bench logits $W --json $L/w-$1-$2.
 w M 1; w R10 1; w R10 2; w M 2
 python3 tools/bench_ab.py --a $L/w-M-1.json --a $L/w-M-2.json --b $L/w-R10-1.json --b $L/w-R10-2.json --group next_n,heads,histogram --show 0.03 2>&1 | tail -30
 mkdir -p $L/v; OUT=$L/v timeout 200 tools/device_verify.sh .device-R10 logits-sm90 logits-other > $L/verify.txt 2>&1; stamp verify
-cat $L/times.txt $L/verify.txt
+# The whole grid with R10 (the landed form if it wins) and DeepGEMM's in the same call, for the README.
+P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20"
+g() { timeout 60 .device-$1/bin/flash-indexer bench logits $P --hist $3 --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }
+if ok 330; then
+  g R10 1 0
+  mkdir -p $L/dg; OUT=$L/dg DG_BENCH_BUDGET_S=100 timeout 130 bash .anchors/deepgemm/run.sh > $L/dg.txt 2>&1; stamp dg
+  g M 1 0; g R10 2 0; g R10 h 1
+  python3 tools/logits_vs_deepgemm.py --ours $L/g-R10-1.json --ours $L/g-R10-2.json --deepgemm $L/dg/deepgemm_bench.json 2>&1 | tail -9
+  python3 tools/bench_ab.py --a $L/g-M-1.json --b $L/g-R10-1.json --b $L/g-R10-2.json --group next_n,heads 2>&1 | grep -E "^\s+\(|^all"
+fi
+if ok 480; then OUT=$L/v2 timeout 110 tools/device_verify.sh .device-R10 plan pdl validation > $L/verify2.txt 2>&1; stamp verify2; fi
+cat $L/times.txt $L/verify.txt $L/verify2.txt 2>/dev/null
 cd $OUT && tar czf $RUN.tgz $RUN && rm -rf $RUN
