@@ -41,6 +41,8 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK(cli("bench logits --dtype f8", &out) == 2);
   CHECK(cli("bench logits --kv fp8,fp4", &out) == 2);
   CHECK_THAT(out, Contains("--kv expects fp8 and/or mxfp4, got 'fp4'"));
+  CHECK(cli("bench logits --input bytes,uniform", &out) == 2);
+  CHECK_THAT(out, Contains("--input expects bytes and/or normal, got 'uniform'"));
   CHECK(cli("bench decode --dcp 0", &out) == 2);
   CHECK_THAT(out, Contains("--dcp expects an integer >= 1, got '0'"));
   CHECK(cli("bench decode --dcp-interleave 64", &out) == 2);

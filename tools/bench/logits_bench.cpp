@@ -33,8 +33,9 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
   check::DeviceBuffer read_xor(static_cast<std::size_t>(paged_read_warps()) * 4);
 
   std::vector<LogitsBenchRow> rows;
-  for (KvFormat format : o.kvs) {
-    PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, dim, format, rng);
+  for (KvFormat format : o.kvs) for (PagedValues values : o.inputs) {
+    if (values == PagedValues::normal && format != KvFormat::fp8) continue;
+    PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, dim, format, rng, values);
     for (int batch : o.batches) {
       for (int length : o.lengths) {
         inputs.draw(batch, length, o.fixed_length, rng);
@@ -86,6 +87,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                 r.histogram = histogram != 0;
                 r.dtype = dtype;
                 r.kv = format;
+                r.input = values;
                 PagedMqaLogitsConfig config{next_n, heads, dim, kBlock, r.histogram, dtype, current_device_arch(),
                                             o.variant, format};
                 r.kernel = config.resolved().key();

@@ -9,6 +9,7 @@
 
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "gpu_session.hpp"
+#include "paged_inputs.hpp"
 
 namespace flash_indexer::bench {
 
@@ -21,6 +22,8 @@ struct LogitsBenchOptions {
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
   // Key caches: FP8, and MXFP4 (CONTRACT 2.2; only its configurations run: next_n <= 4, H 32/64, D 128).
   std::vector<KvFormat> kvs = {KvFormat::fp8};
+  // The FP8 values (paged_inputs.hpp): `normal` runs the FP8 cells only.
+  std::vector<PagedValues> inputs = {PagedValues::bytes};
   int head_dim = 128;
   int replays = 50;
   bool cold_l2 = false;
@@ -37,6 +40,7 @@ struct LogitsBenchRow {
   bool histogram = false;
   LogitsDType dtype = LogitsDType::f32;
   KvFormat kv = KvFormat::fp8;
+  PagedValues input = PagedValues::bytes;
   std::string kernel;        // the kernel key that ran
   double us = 0;             // median
   double bytes = 0;          // KV blocks (keys + scales) + logits written + q (+ its exponents) + weights + block table

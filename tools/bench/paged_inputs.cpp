@@ -1,8 +1,13 @@
 #include "paged_inputs.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/reference.hpp"
 
 namespace flash_indexer::bench {
 namespace {
@@ -16,16 +21,51 @@ std::int32_t random_exponents(std::mt19937_64& rng) {
   return static_cast<std::int32_t>(e);
 }
 
+// The E4M3 byte nearest to v (ties to the even code), saturating at +-448.
+std::uint8_t e4m3_nearest(float v) {
+  static const std::array<float, 127> magnitudes = [] {  // of the codes 0..0x7e, ascending
+    std::array<float, 127> m{};
+    for (int c = 0; c < 127; ++c) m[c] = reference::fp8_e4m3_to_float(static_cast<std::uint8_t>(c));
+    return m;
+  }();
+  const float a = std::fabs(v);
+  int c = static_cast<int>(std::lower_bound(magnitudes.begin(), magnitudes.end(), a) - magnitudes.begin());
+  if (c == 127) {
+    c = 126;
+  } else if (c > 0) {
+    const float below = a - magnitudes[c - 1], above = magnitudes[c] - a;
+    if (below < above || (below == above && (c - 1) % 2 == 0)) --c;
+  }
+  return static_cast<std::uint8_t>((v < 0 ? 0x80 : 0) | c);
+}
+
+// 64 key tokens of N(0, 1) values, each quantized to E4M3 with the scale amax / 448 (DeepGEMM's test).
+void normal_block(std::uint8_t* base, int head_dim, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(head_dim));
+  for (int t = 0; t < kBlock; ++t) {
+    float amax = 0.0f;
+    for (float& x : v) amax = std::max(amax, std::fabs(x = normal(rng)));
+    const float scale = std::max(amax, 1e-4f) / 448.0f;
+    for (int d = 0; d < head_dim; ++d) base[t * head_dim + d] = e4m3_nearest(v[d] / scale);
+    std::memcpy(base + kBlock * head_dim + 4 * t, &scale, 4);
+  }
+}
+
 // 4096 random blocks, replicated over the pool: valid FP8 keys and positive scales, or MXFP4 keys
 // (every byte is two valid E2M1 values) and their exponents.
 void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t block_bytes, int head_dim, KvFormat kv,
-               std::mt19937_64& rng) {
+               std::mt19937_64& rng, PagedValues values) {
   const std::int64_t pattern_blocks = std::min<std::int64_t>(blocks, 4096);
   const int value_bytes = kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim;
   std::vector<std::uint8_t> host(static_cast<std::size_t>(pattern_blocks * block_bytes));
   std::uniform_real_distribution<float> scale(0.005f, 0.05f);
   for (std::int64_t b = 0; b < pattern_blocks; ++b) {
     std::uint8_t* base = host.data() + b * block_bytes;
+    if (values == PagedValues::normal) {
+      normal_block(base, head_dim, rng);
+      continue;
+    }
     for (int i = 0; i < kBlock * value_bytes; i += 8) {
       std::uint64_t r = rng();
       for (int k = 0; k < 8; ++k, r >>= 8)
@@ -49,25 +89,34 @@ void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t bloc
 
 }  // namespace
 
+const char* paged_values_name(PagedValues values) { return values == PagedValues::normal ? "normal" : "bytes"; }
+
 PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv,
-                         std::mt19937_64& rng)
+                         std::mt19937_64& rng, PagedValues values)
     : head_dim_(head_dim),
       kv_(kv),
       token_bytes_((kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim) + 4),
       block_bytes_(kBlock * token_bytes_) {
+  if (values == PagedValues::normal && kv != KvFormat::fp8)
+    throw ArgumentError("PagedInputs: normal values are drawn for FP8 key caches only");
   max_width_ = (static_cast<std::int64_t>(max_length) * 13 / 10 + kBlock) / kBlock * kBlock;
   // Enough distinct blocks for the largest batch, and always several times the 60 MiB L2.
   pool_blocks_ = std::max<std::int64_t>(static_cast<std::int64_t>(max_batch) * (max_width_ / kBlock) * 11 / 10,
                                         (std::int64_t{512} << 20) / block_bytes_);
   pool_ = check::DeviceBuffer(static_cast<std::size_t>(pool_blocks_ * block_bytes_));
-  fill_pool(pool_, pool_blocks_, block_bytes_, head_dim, kv, rng);
+  fill_pool(pool_, pool_blocks_, block_bytes_, head_dim, kv, rng, values);
   const std::size_t query_heads = static_cast<std::size_t>(max_batch) * max_next_n * max_heads;
   q_ = check::DeviceBuffer(query_heads * (kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim));
   weights_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * max_next_n * max_heads * 4);
   lens_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * 4);
   table_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * (max_width_ / kBlock) * 4);
   std::vector<std::uint8_t> qh(q_.bytes());
+  std::normal_distribution<float> unit(0.0f, 1.0f);
   for (auto& v : qh) {
+    if (values == PagedValues::normal) {
+      v = e4m3_nearest(unit(rng));
+      continue;
+    }
     v = static_cast<std::uint8_t>(rng());
     if (kv == KvFormat::fp8 && (v & 0x7f) == 0x7f) v = 0x38;
   }
@@ -78,7 +127,7 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
     for (auto& e : sh) e = random_exponents(rng);
     q_scales_.upload(sh.data(), sh.size() * 4);
   }
-  std::normal_distribution<float> normal(0.0f, 0.125f);
+  std::normal_distribution<float> normal(0.0f, values == PagedValues::normal ? 1.0f : 0.125f);
   std::vector<float> wh(weights_.bytes() / 4);
   for (auto& w : wh) w = normal(rng);
   weights_.upload(wh.data(), wh.size() * 4);

@@ -225,6 +225,14 @@ int cmd_bench(const std::string& what, const Args& args) {
       o.kvs.push_back(*kv);
     }
   }
+  if (auto v = args.value("--input")) {
+    o.inputs.clear();
+    for (const std::string& name : split_list(*v)) {
+      if (name == "bytes") o.inputs.push_back(bn::PagedValues::bytes);
+      else if (name == "normal") o.inputs.push_back(bn::PagedValues::normal);
+      else throw UsageError(fmt::format("--input expects bytes and/or normal, got '{}'", name));
+    }
+  }
   if (auto v = args.value("--compare")) {
     if (*v != "portable") throw UsageError(fmt::format("--compare expects 'portable', got '{}'", *v));
     o.compare_portable = true;
@@ -252,21 +260,21 @@ int cmd_bench(const std::string& what, const Args& args) {
               "takes %.2f us in this harness\n",
               gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
               o.fixed_length ? ", every length exactly L" : "", launch_floor_us);
-  std::printf("%5s %7s %3s %3s %4s %4s %5s %9s %9s %8s %6s %7s %8s %6s %9s %5s%s\n", "B", "L", "n", "H", "hist", "out",
-              "kv", "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", "read_us", "x_rd",
+  std::printf("%5s %7s %3s %3s %4s %4s %5s %6s %9s %9s %8s %6s %7s %8s %6s %9s %5s%s\n", "B", "L", "n", "H", "hist", "out",
+              "kv", "input", "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", "read_us", "x_rd",
               o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();
   bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
     const char* out = fi::logits_name(r.dtype);
-    std::printf("%5d %7d %3d %3d %4d %4s %5s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f %9.2f %5.2f", r.batch, r.length,
-                r.next_n, r.heads, r.histogram ? 1 : 0, out, fi::kv_name(r.kv), r.us, r.floor_us, r.gbps,
+    std::printf("%5d %7d %3d %3d %4d %4s %5s %6s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f %9.2f %5.2f", r.batch, r.length,
+                r.next_n, r.heads, r.histogram ? 1 : 0, out, fi::kv_name(r.kv), bn::paged_values_name(r.input), r.us, r.floor_us, r.gbps,
                 100 * r.bandwidth_fraction, r.tflops, r.bytes / 1e6, r.us / r.floor_us, r.read_us, r.us / r.read_us);
     if (o.compare_portable && r.portable_us > 0) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
     std::printf("\n");
     std::fflush(stdout);
     json.push_back({{"batch", r.batch}, {"length", r.length}, {"next_n", r.next_n}, {"heads", r.heads},
                     {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kv", fi::kv_name(r.kv)},
-                    {"kernel", r.kernel},
+                    {"input", bn::paged_values_name(r.input)}, {"kernel", r.kernel},
                     {"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops}, {"gbps", r.gbps},
                     {"bandwidth_fraction", r.bandwidth_fraction}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
                     {"paged_read_us", r.read_us}, {"portable_us", r.portable_us}, {"read_bandwidth", bandwidth}, {"launch_floor_us", launch_floor_us}});
