@@ -9,9 +9,7 @@
 RUN=r201; . docs/next-run/run_lib.sh
 warm_builds M R10
 W="--heads 32,64 --next-n 2,3 --batch 32,64,128 --lengths 65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
-w() { timeout 40 .device-$1/bin/flash-indexer bench logits $W --json $L/w-$1-$2.json > $L/w-$1-$2.txt 2>&1; stamp "cells $1 $2"; }
-w M 1; w R10 1; w R10 2; w M 2
-python3 tools/bench_ab.py --a $L/w-M-1.json --a $L/w-M-2.json --b $L/w-R10-1.json --b $L/w-R10-2.json --group next_n,heads,histogram --show 0.03 2>&1 | tail -30
+ab_logits M R10 w 40 $W
 mkdir -p $L/v; OUT=$L/v timeout 200 tools/device_verify.sh .device-R10 logits-sm90 logits-other > $L/verify.txt 2>&1; stamp verify
 # The whole grid with R10 (the landed form if it wins) and DeepGEMM's in the same call, for the README.
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20"

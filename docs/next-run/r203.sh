@@ -6,9 +6,7 @@
 RUN=r203; . docs/next-run/run_lib.sh
 warm_builds M H
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
-g() { timeout 60 .device-$1/bin/flash-indexer bench logits $P --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }
-g M 1; g H 1; g H 2; g M 2
-python3 tools/bench_ab.py --a $L/g-M-1.json --a $L/g-M-2.json --b $L/g-H-1.json --b $L/g-H-2.json --group next_n,heads,histogram --show 0.03 2>&1 | tail -40
+ab_logits M H g 60 $P
 X="--heads 32,64 --next-n 1,2,4 --batch 8,64 --lengths 32768,131072 --dtype f32 --kv mxfp4 --cold-l2 --fixed-length --replays 20 --hist 0,1"
 for d in M H; do timeout 40 .device-$d/bin/flash-indexer bench logits $X --json $L/x-$d.json > $L/x-$d.txt 2>&1; done; stamp mxfp4
 python3 tools/bench_ab.py --a $L/x-M.json --b $L/x-H.json --group next_n,heads,histogram 2>&1 | grep -E "^\s+\(|^all"

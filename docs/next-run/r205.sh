@@ -6,9 +6,7 @@
 RUN=r205; . docs/next-run/run_lib.sh
 for d in M W; do timeout 60 .device-$d/bin/flash-indexer warm --arch sm_90a --jobs 16 --manifest docs/next-run/bench-logits-manifest.json > $L/warm-$d.txt 2>&1; stamp "warm $d"; done
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20 --hist 0,1"
-g() { timeout 20 .device-$1/bin/flash-indexer bench logits $P --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }
-g M 1; g W 1; g W 2; g M 2
-python3 tools/bench_ab.py --a $L/g-M-1.json --a $L/g-M-2.json --b $L/g-W-1.json --b $L/g-W-2.json --group next_n,heads,histogram --show 0.03 2>&1 | tail -40
+ab_logits M W g 20 $P
 mkdir -p $L/v; (unset FLASH_INDEXER_CACHE_DIR; OUT=$L/v timeout 150 tools/device_verify.sh .device-W logits-sm90 logits-other > $L/verify.txt 2>&1); stamp verify
 cat $L/times.txt $L/verify.txt
 cd $OUT && tar czf $RUN.tgz $RUN && rm -rf $RUN
