@@ -1,13 +1,12 @@
 #include "paged_inputs.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <numeric>
 
 #include "flash_indexer/error.hpp"
-#include "flash_indexer/reference.hpp"
+#include "logits_check.hpp"
 
 namespace flash_indexer::bench {
 namespace {
@@ -21,24 +20,6 @@ std::int32_t random_exponents(std::mt19937_64& rng) {
   return static_cast<std::int32_t>(e);
 }
 
-// The E4M3 byte nearest to v (ties to the even code), saturating at +-448.
-std::uint8_t e4m3_nearest(float v) {
-  static const std::array<float, 127> magnitudes = [] {  // of the codes 0..0x7e, ascending
-    std::array<float, 127> m{};
-    for (int c = 0; c < 127; ++c) m[c] = reference::fp8_e4m3_to_float(static_cast<std::uint8_t>(c));
-    return m;
-  }();
-  const float a = std::fabs(v);
-  int c = static_cast<int>(std::lower_bound(magnitudes.begin(), magnitudes.end(), a) - magnitudes.begin());
-  if (c == 127) {
-    c = 126;
-  } else if (c > 0) {
-    const float below = a - magnitudes[c - 1], above = magnitudes[c] - a;
-    if (below < above || (below == above && (c - 1) % 2 == 0)) --c;
-  }
-  return static_cast<std::uint8_t>((v < 0 ? 0x80 : 0) | c);
-}
-
 // 64 key tokens of N(0, 1) values, each quantized to E4M3 with the scale amax / 448 (DeepGEMM's test).
 void normal_block(std::uint8_t* base, int head_dim, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -47,7 +28,7 @@ void normal_block(std::uint8_t* base, int head_dim, std::mt19937_64& rng) {
     float amax = 0.0f;
     for (float& x : v) amax = std::max(amax, std::fabs(x = normal(rng)));
     const float scale = std::max(amax, 1e-4f) / 448.0f;
-    for (int d = 0; d < head_dim; ++d) base[t * head_dim + d] = e4m3_nearest(v[d] / scale);
+    for (int d = 0; d < head_dim; ++d) base[t * head_dim + d] = check::fp8_e4m3_nearest(v[d] / scale);
     std::memcpy(base + kBlock * head_dim + 4 * t, &scale, 4);
   }
 }
@@ -114,7 +95,7 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
   std::normal_distribution<float> unit(0.0f, 1.0f);
   for (auto& v : qh) {
     if (values == PagedValues::normal) {
-      v = e4m3_nearest(unit(rng));
+      v = check::fp8_e4m3_nearest(unit(rng));
       continue;
     }
     v = static_cast<std::uint8_t>(rng());

@@ -99,6 +99,8 @@ reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) 
   return r;
 }
 
+std::uint8_t fp8_e4m3_nearest(float x) { return fp8_table().quantize(x); }
+
 HostInputs make_inputs(const LogitsCase& c) {
   const auto& cfg = c.config;
   const int next_n = cfg.next_n, heads = cfg.heads, dim = cfg.head_dim, bs = cfg.block_size;

@@ -60,6 +60,8 @@ struct HostInputs {
 // shuffled over a pool larger than needed, table slots past the live range holding ids that would
 // fault if dereferenced.
 HostInputs make_inputs(const LogitsCase& c);
+// The finite E4M3 byte nearest to x (the lower of two equally near), saturating at +-448.
+std::uint8_t fp8_e4m3_nearest(float x);
 // A new block table for the same pool, as between a captured graph's replays: the pool's blocks shuffled
 // (by `seed`), the first `live_blocks` slots of every request from it, `past` in the others.
 void reshuffle_block_table(HostInputs& in, std::uint64_t seed, int live_blocks, std::int32_t past);
