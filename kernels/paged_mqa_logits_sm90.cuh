@@ -59,9 +59,21 @@ __device__ __forceinline__ void block_head_sums(bool valid, const typename Tile:
   }
 }
 
+// One value of key column s (below the width) of a row `len` long into the logits at `index`: stored and
+// counted into the row's histogram where s is live, -inf past the length where asked.
+template <class Store, bool kHistogram>
+__device__ __forceinline__ void store_value(const PagedMqaLogitsParams& p, long long index, int s, int len, float value,
+                                            int* row_hist) {
+  if (s >= len) {
+    if (p.fill_masked) Store::store(p.logits, index, negative_infinity());
+    return;
+  }
+  const float stored = Store::store(p.logits, index, value);
+  if constexpr (kHistogram) count_stored(row_hist, stored);
+}
+
 // A direct-store consumer's scaled values of one block (key column s of the rows row0 + j) into the
-// logits: below the width, -inf past the row's length where asked, the stored values counted into the
-// CTA's histogram.
+// logits (store_value), below the width.
 template <class Tile, class Store, int kNextN, bool kHistogram>
 __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p, const typename Tile::Owned& sum, int quad,
                                                    int s, long long row0, const int (&lens)[kNextN], int* hist) {
@@ -69,13 +81,7 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
   for (int n = 0; n < Tile::kOwned; ++n) {
     const int j = Tile::owned_row(n, quad);
     if (!Tile::owns(n, quad) || s >= p.width) continue;
-    const long long index = (row0 + j) * p.logits_stride + s;
-    if (s < length_of_row(lens, j)) {
-      const float stored = Store::store(p.logits, index, sum[n]);
-      if constexpr (kHistogram) count_stored(hist + j * kCoarseBins, stored);
-    } else if (p.fill_masked) {
-      Store::store(p.logits, index, negative_infinity());
-    }
+    store_value<Store, kHistogram>(p, (row0 + j) * p.logits_stride + s, s, length_of_row(lens, j), sum[n], hist + j * kCoarseBins);
   }
 }
 
@@ -274,12 +280,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
           for (int h = 0; h < 2; ++h) {
             const int s = s0 + 32 * h;
             if (s >= p.width) continue;
-            if (s >= lens[j]) {
-              if (p.fill_masked) Store::store(p.logits, row + s, negative_infinity());
-              continue;
-            }
-            const float stored = Store::store(p.logits, row + s, value[j][h]);
-            if constexpr (kHistogram && !kConsumersCount) count_stored(sm.hist + j * kCoarseBins, stored);
+            store_value<Store, kHistogram && !kConsumersCount>(p, row + s, s, lens[j], value[j][h], sm.hist + j * kCoarseBins);
           }
         }
       }
