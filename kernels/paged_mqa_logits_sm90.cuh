@@ -322,6 +322,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       // (releasing it before them spilled 24-28 bytes and measured slower, device run 120; since the
       // consumers store directly it no longer spills, and measured the same, run 165).
       constexpr bool kLateRelease = !kMxfp4 && sm90_moves_registers(kNextN, kHeads, kMxfp4);
+      // The two-consumer FP8 kernel of N = 256 (n4 h64): the wgmma in two parts of two query rows, the
+      // first part's head sums while the second part's wgmma runs (Tile::scores_and_head_sums). With only
+      // two consumers per SM the tensor pipe idles whenever both are in their epilogues (device run 208,
+      // B 32 x 32K: 48 % of the MMA rate, the consumers' top stall their wgmma's wait). Run 209: 0.98 of
+      // before without the histogram (0.963-1.014), 0.99 with it; at n3 h64 (three parts of one row) it
+      // was 1.03 slower, the key tile read and the wgmma issued once more per part.
+      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kN == 256;
       typename Tile::Owned sum;
       if constexpr (kMxfp4) {
         // The keys straight into the wgmma's A fragments (also for an invalid block: its values become
@@ -333,6 +340,14 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if (valid) scale = (quad & 1) != 0 ? key_scales[1] : key_scales[0];  // Tile::owned_key
         if constexpr (kMxfp4Round < kN) Tile::template head_sums_in_rounds<kMxfp4Round>(a, sm.q, sm.weights, quad, sum);
         else Tile::scores(acc, a, sm.q);
+      } else if constexpr (kOverlap) {
+        // An invalid block's sums are of stale keys here and become NaN below; the stage is released once
+        // the last part's wgmma has read it.
+        static_assert(!kLateRelease, "the stage released inside the parts");
+        if constexpr (kRegisterWeights)
+          Tile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, sm.q, weights, quad, sum, read_scales_and_release);
+        else
+          Tile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, sm.q, sm.weights, quad, sum, read_scales_and_release);
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
@@ -340,7 +355,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 
-      if constexpr (kMxfp4Round == kN)  // (in rounds the sums are made; an invalid block's become NaN below)
+      if constexpr (kMxfp4Round == kN && !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
         block_head_sums<Tile, kRegisterWeights>(valid, acc, weights, sm.weights, quad, sum);
       if constexpr (kLateRelease) read_scales_and_release();
 

@@ -170,6 +170,68 @@ struct Sm90MqaTile {
     reduce_quad(sum, quad, out);
   }
 
+  // scores() and head_sums() with the consumer's epilogue overlapping its own tensor work: the N columns
+  // in kParts parts, each its own wgmma and commit group, and each part's head sums as soon as its wgmma
+  // is done while the later parts' run, shortening one consumer's chain of wgmma then epilogue. (For
+  // the four-consumer N = 96..128 kernels it measured no gain, device run 174: three other consumers
+  // already overlap a consumer's epilogue; the paged kernel uses it where only two do at N = 256.) The
+  // sums are added in head_sums' order (a part holds whole 8-column groups in increasing order), and a
+  // column's dot does not depend on the wgmma's width: the same bits. `released` runs once the last
+  // wgmma has read the stage.
+  static constexpr int kParts = kN == 128 ? 2 : kChunks;
+  static constexpr int kPartN = kN / kParts;
+  __device__ __forceinline__ static float2 weight_of(const Weights& w, int group, int) {
+    return w[group / (kChunk / 8)][group % (kChunk / 8)];
+  }
+  __device__ __forceinline__ static float2 weight_of(const float* weight_s, int group, int quad) {
+    return *reinterpret_cast<const float2*>(&weight_s[8 * group + 2 * quad]);
+  }
+  template <class WeightSource, class Released>
+  __device__ __forceinline__ static void scores_and_head_sums(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s,
+                                                              const WeightSource& weight, int quad, Owned& out,
+                                                              Released&& released) {
+    static_assert(kN % kParts == 0 && kPartN % 8 == 0 && kChunk % kPartN == 0, "parts of whole groups within a chunk");
+    using PartMma = sm90::WgmmaFp8<kPartN>;
+    using Part = float[kPartN / 2];
+    float* flat = &acc[0][0];
+    fence(acc);
+    sm90::wgmma_fence();
+    const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
+#pragma unroll
+    for (int part = 0; part < kParts; ++part) {
+      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + part * kPartN * kHeadDim);
+#pragma unroll
+      for (int kk = 0; kk < kHeadDim / 32; ++kk)
+        PartMma::mma(*reinterpret_cast<Part*>(flat + part * (kPartN / 2)), a + 2 * kk, b + 2 * kk, kk);
+      sm90::wgmma_commit();
+    }
+    float sum[kRows][2];
+    clear(sum);
+    float half[kRows];
+    part_head_sums<0>(flat, weight, quad, sum, half, released);
+    reduce_quad_pairs(half, quad, out);
+  }
+  template <int kPart, class WeightSource, class Released>
+  __device__ __forceinline__ static void part_head_sums(float* flat, const WeightSource& weight, int quad, float (&sum)[kRows][2],
+                                                        float (&half)[kRows], Released& released) {
+    static_assert(kPartN % kHeads == 0, "whole query rows per part");
+    if constexpr (kPart == 0) sm90::wgmma_wait<kParts - 1>();
+    else sm90::wgmma_wait_after<kParts - 1 - kPart>(half[kPart * (kPartN / kHeads) - 1]);
+#pragma unroll
+    for (int r = 0; r < kPartN / 2; ++r) sm90::fence_register(flat[kPart * (kPartN / 2) + r]);
+    if constexpr (kPart == kParts - 1) released();
+#pragma unroll
+    for (int g = 0; g < kPartN / 8; ++g) {
+      const int group = kPart * (kPartN / 8) + g;
+      add_group(flat + 4 * group, group, weight_of(weight, group, quad), sum);
+    }
+    // The part's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
+    // sinking this part's sums below it (it did, with the sums alone).
+#pragma unroll
+    for (int m = kPart * (kPartN / kHeads); m < (kPart + 1) * (kPartN / kHeads); ++m) half[m] = reduce_pair(sum[m], (quad & 1) != 0);
+    if constexpr (kPart + 1 < kParts) part_head_sums<kPart + 1>(flat, weight, quad, sum, half, released);
+  }
+
   __device__ __forceinline__ static void clear(float (&sum)[kRows][2]) {
 #pragma unroll
     for (int j = 0; j < kRows; ++j) sum[j][0] = sum[j][1] = 0.0f;
@@ -221,7 +283,7 @@ struct Sm90MqaTile {
   // lane quad ends with v = 4n + quad. An odd kRows leaves its last value unpaired in step 2: both
   // lanes of the pair add it (a plain butterfly step), only the owner hands it off.
   __device__ __forceinline__ static void reduce_quad(const float (&sum)[kRows][2], int quad, Owned& out) {
-    const bool odd = (quad & 1) != 0, high = (quad & 2) != 0;
+    const bool odd = (quad & 1) != 0;
     float half[kRows];  // value 2m + quad % 2, summed over lanes quad and quad ^ 1
 #pragma unroll
     for (int m = 0; m < kRows; ++m) {
@@ -229,6 +291,19 @@ struct Sm90MqaTile {
       const float send = odd ? sum[m][0] : sum[m][1];
       half[m] = keep + __shfl_xor_sync(0xffffffffu, send, 1);
     }
+    reduce_quad_pairs(half, quad, out);
+  }
+  // Step 1 for row m's two values (odd: quad % 2), for scores_and_head_sums. reduce_quad keeps the same
+  // step inline: calling this from there changed the MXFP4 n1 h32 kernels' schedule (their SASS, not
+  // their instruction count).
+  __device__ __forceinline__ static float reduce_pair(const float (&row)[2], bool odd) {
+    const float keep = odd ? row[1] : row[0];
+    const float send = odd ? row[0] : row[1];
+    return keep + __shfl_xor_sync(0xffffffffu, send, 1);
+  }
+  // Step 2.
+  __device__ __forceinline__ static void reduce_quad_pairs(const float (&half)[kRows], int quad, Owned& out) {
+    const bool high = (quad & 2) != 0;
 #pragma unroll
     for (int n = 0; n < kOwned; ++n) {
       if (2 * n + 1 < kRows) {

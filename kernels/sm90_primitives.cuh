@@ -144,6 +144,18 @@ struct RingCursor {
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Until at most kPending of this warpgroup's committed wgmma groups are still running.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory"); }
+// The same, not before `after` is computed: ptxas schedules a wait as early as its operands allow (it
+// has none), which sank the work meant to overlap the pending wgmma below it. A warp-uniform branch on
+// `after` (always taken: no FP32 operation yields that NaN pattern; the other arm waits just the same)
+// puts the wait behind the work that produces it.
+template <int kPending>
+__device__ __forceinline__ void wgmma_wait_after(float after) {
+  if (__any_sync(0xffffffffu, __float_as_uint(after) != 0xffffffffu)) wgmma_wait<kPending>();
+  else asm volatile("wgmma.wait_group.sync.aligned %0; // the other arm" ::"n"(kPending) : "memory");
+}
 
 // Register reconfiguration of a whole warpgroup (every warp of it executes it).
 template <int kRegisters>
