@@ -4,7 +4,7 @@
 # M5 M6, M6 with the histogram once. (Not its tests: every kernel's SASS is that of a build whose tests
 # passed, n4 H 64's O's in run 209 and the others S's in runs 206 and 208.)
 RUN=r210; . docs/next-run/run_lib.sh
-timeout 90 .device-M6/bin/flash-indexer warm --arch sm_90a --jobs 16 > $L/warm-M6.txt 2>&1; stamp "warm M6"
+timeout 60 .device-M6/bin/flash-indexer warm --arch sm_90a --jobs 16 --manifest docs/next-run/bench-logits-manifest.json > $L/warm-M6.txt 2>&1; stamp "warm M6"
 timeout 60 .device-M5/bin/flash-indexer warm --arch sm_90a --jobs 16 --manifest docs/next-run/bench-logits-manifest.json > $L/warm-M5.txt 2>&1; stamp "warm M5"
 P="--heads 32,64 --next-n 1,2,3,4 --batch 1,8,32,64,128 --lengths 8192,32768,65536,131072 --dtype f32 --cold-l2 --fixed-length --replays 20"
 g() { timeout 60 .device-$1/bin/flash-indexer bench logits $P --hist $3 --json $L/g-$1-$2.json > $L/g-$1-$2.txt 2>&1; stamp "grid $1 $2"; }
