@@ -92,6 +92,13 @@ struct Sm90MqaTile {
       for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
   }
 
+  // Chunk c's wgmma over the block's keys (descriptor `a`), every k-step, not committed.
+  __device__ __forceinline__ static void issue_chunk(Acc& acc, unsigned long long a, const unsigned char* q_s, int c) {
+    const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
+#pragma unroll
+    for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a + 2 * kk, b + 2 * kk, kk);
+  }
+
   // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
   __device__ __forceinline__ static void scores(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s) {
     fence(acc);
@@ -102,11 +109,7 @@ struct Sm90MqaTile {
     // around the wgmma).
     const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a + 2 * kk, b + 2 * kk, kk);
-    }
+    for (int c = 0; c < kChunks; ++c) issue_chunk(acc, a, q_s, c);
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
     fence(acc);
@@ -170,66 +173,53 @@ struct Sm90MqaTile {
     reduce_quad(sum, quad, out);
   }
 
-  // scores() and head_sums() with the consumer's epilogue overlapping its own tensor work: the N columns
-  // in kParts parts, each its own wgmma and commit group, and each part's head sums as soon as its wgmma
-  // is done while the later parts' run, shortening one consumer's chain of wgmma then epilogue. (For
-  // the four-consumer N = 96..128 kernels it measured no gain, device run 174: three other consumers
-  // already overlap a consumer's epilogue; the paged kernel uses it where only two do at N = 256.) The
-  // sums are added in head_sums' order (a part holds whole 8-column groups in increasing order), and a
-  // column's dot does not depend on the wgmma's width: the same bits. `released` runs once the last
-  // wgmma has read the stage.
-  static constexpr int kParts = kN == 128 ? 2 : kChunks;
-  static constexpr int kPartN = kN / kParts;
-  __device__ __forceinline__ static float2 weight_of(const Weights& w, int group, int) {
-    return w[group / (kChunk / 8)][group % (kChunk / 8)];
-  }
-  __device__ __forceinline__ static float2 weight_of(const float* weight_s, int group, int quad) {
-    return *reinterpret_cast<const float2*>(&weight_s[8 * group + 2 * quad]);
-  }
+  // scores() and head_sums() with the consumer's epilogue overlapping its own tensor work: each chunk of
+  // N columns its own wgmma and commit group, and each chunk's head sums as soon as its wgmma is done
+  // while the later chunks' run, shortening one consumer's chain of wgmma then epilogue. (The paged
+  // kernel uses it where only two consumers share the SM at N = 256: two chunks of two query rows. Where
+  // four consumers already overlap each other's epilogues, N = 96..128 in parts of 64, it measured no
+  // gain, device run 174; at N = 192, three chunks of one row, 3 % slower, run 209.) The sums are added
+  // in head_sums' order and a column's dot does not depend on the wgmma's width: the same bits.
+  // `released` runs once the last wgmma has read the stage.
   template <class WeightSource, class Released>
   __device__ __forceinline__ static void scores_and_head_sums(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s,
                                                               const WeightSource& weight, int quad, Owned& out,
                                                               Released&& released) {
-    static_assert(kN % kParts == 0 && kPartN % 8 == 0 && kChunk % kPartN == 0, "parts of whole groups within a chunk");
-    using PartMma = sm90::WgmmaFp8<kPartN>;
-    using Part = float[kPartN / 2];
-    float* flat = &acc[0][0];
+    static_assert(kChunks > 1 && kChunk % kHeads == 0, "whole query rows in each of several chunks");
     fence(acc);
     sm90::wgmma_fence();
     const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
 #pragma unroll
-    for (int part = 0; part < kParts; ++part) {
-      const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + part * kPartN * kHeadDim);
-#pragma unroll
-      for (int kk = 0; kk < kHeadDim / 32; ++kk)
-        PartMma::mma(*reinterpret_cast<Part*>(flat + part * (kPartN / 2)), a + 2 * kk, b + 2 * kk, kk);
+    for (int c = 0; c < kChunks; ++c) {
+      issue_chunk(acc, a, q_s, c);
       sm90::wgmma_commit();
     }
     float sum[kRows][2];
     clear(sum);
     float half[kRows];
-    part_head_sums<0>(flat, weight, quad, sum, half, released);
+    chunk_head_sums<0>(acc, weight, quad, sum, half, released);
     reduce_quad_pairs(half, quad, out);
   }
-  template <int kPart, class WeightSource, class Released>
-  __device__ __forceinline__ static void part_head_sums(float* flat, const WeightSource& weight, int quad, float (&sum)[kRows][2],
-                                                        float (&half)[kRows], Released& released) {
-    static_assert(kPartN % kHeads == 0, "whole query rows per part");
-    if constexpr (kPart == 0) sm90::wgmma_wait<kParts - 1>();
-    else sm90::wgmma_wait_after<kParts - 1 - kPart>(half[kPart * (kPartN / kHeads) - 1]);
+  __device__ __forceinline__ static float2 weight_of(const Weights& w, int c, int g, int) { return w[c][g]; }
+  __device__ __forceinline__ static float2 weight_of(const float* weight_s, int c, int g, int quad) {
+    return *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
+  }
+  template <int kC, class WeightSource, class Released>
+  __device__ __forceinline__ static void chunk_head_sums(Acc& acc, const WeightSource& weight, int quad, float (&sum)[kRows][2],
+                                                         float (&half)[kRows], Released& released) {
+    constexpr int kChunkRows = kChunk / kHeads;
+    if constexpr (kC == 0) sm90::wgmma_wait<kChunks - 1>();
+    else sm90::wgmma_wait_after<kChunks - 1 - kC>(half[kC * kChunkRows - 1]);
 #pragma unroll
-    for (int r = 0; r < kPartN / 2; ++r) sm90::fence_register(flat[kPart * (kPartN / 2) + r]);
-    if constexpr (kPart == kParts - 1) released();
+    for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[kC][r]);
+    if constexpr (kC == kChunks - 1) released();
 #pragma unroll
-    for (int g = 0; g < kPartN / 8; ++g) {
-      const int group = kPart * (kPartN / 8) + g;
-      add_group(flat + 4 * group, group, weight_of(weight, group, quad), sum);
-    }
-    // The part's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
-    // sinking this part's sums below it (it did, with the sums alone).
+    for (int g = 0; g < kChunk / 8; ++g) add_group(acc, kC, g, weight_of(weight, kC, g, quad), sum);
+    // The chunk's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
+    // sinking this chunk's sums below it (it did, with the sums alone).
 #pragma unroll
-    for (int m = kPart * (kPartN / kHeads); m < (kPart + 1) * (kPartN / kHeads); ++m) half[m] = reduce_pair(sum[m], (quad & 1) != 0);
-    if constexpr (kPart + 1 < kParts) part_head_sums<kPart + 1>(flat, weight, quad, sum, half, released);
+    for (int m = kC * kChunkRows; m < (kC + 1) * kChunkRows; ++m) half[m] = reduce_pair(sum[m], (quad & 1) != 0);
+    if constexpr (kC + 1 < kChunks) chunk_head_sums<kC + 1>(acc, weight, quad, sum, half, released);
   }
 
   __device__ __forceinline__ static void clear(float (&sum)[kRows][2]) {
