@@ -322,13 +322,13 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       // (releasing it before them spilled 24-28 bytes and measured slower, device run 120; since the
       // consumers store directly it no longer spills, and measured the same, run 165).
       constexpr bool kLateRelease = !kMxfp4 && sm90_moves_registers(kNextN, kHeads, kMxfp4);
-      // The two-consumer FP8 kernel of N = 256 (n4 h64): the wgmma in two parts of two query rows, the
-      // first part's head sums while the second part's wgmma runs (Tile::scores_and_head_sums). With only
-      // two consumers per SM the tensor pipe idles whenever both are in their epilogues (device run 208,
-      // B 32 x 32K: 48 % of the MMA rate, the consumers' top stall their wgmma's wait). Run 209: 0.98 of
-      // before without the histogram (0.963-1.014), 0.99 with it; at n3 h64 (three parts of one row) it
-      // was 1.03 slower, the key tile read and the wgmma issued once more per part.
-      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kN == 256;
+      // The two-consumer FP8 kernels of N 192-256 (n3 h64, n4 h64): the wgmma in two parts, the first
+      // query row(s) and the rest, the first part's head sums while the second part's wgmma runs
+      // (Tile::scores_and_head_sums). With only two consumers per SM the tensor pipe idles whenever both
+      // are in their epilogues (device run 208, n4 h64 B 32 x 32K: 48 % of the MMA rate, the consumers'
+      // top stall their wgmma's wait). Run 209, n4 h64: 0.98 of before without the histogram
+      // (0.963-1.014), 0.99 with it; n3 h64 in three parts of one row was 1.03 slower.
+      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kN > 128;
       typename Tile::Owned sum;
       if constexpr (kMxfp4) {
         // The keys straight into the wgmma's A fragments (also for an invalid block: its values become

@@ -173,27 +173,31 @@ struct Sm90MqaTile {
     reduce_quad(sum, quad, out);
   }
 
-  // scores() and head_sums() with the consumer's epilogue overlapping its own tensor work: each chunk of
-  // N columns its own wgmma and commit group, and each chunk's head sums as soon as its wgmma is done
-  // while the later chunks' run, shortening one consumer's chain of wgmma then epilogue. (The paged
-  // kernel uses it where only two consumers share the SM at N = 256: two chunks of two query rows. Where
-  // four consumers already overlap each other's epilogues, N = 96..128 in parts of 64, it measured no
-  // gain, device run 174; at N = 192, three chunks of one row, 3 % slower, run 209.) The sums are added
-  // in head_sums' order and a column's dot does not depend on the wgmma's width: the same bits.
-  // `released` runs once the last wgmma has read the stage.
+  // scores() and head_sums() with the consumer's epilogue overlapping its own tensor work: the first
+  // chunk of N columns as one wgmma and commit group, the later chunks as another, and the first chunk's
+  // head sums while the later chunks' wgmma runs, shortening one consumer's chain of wgmma then epilogue.
+  // Two wgmma per block, so the keys are read from shared memory twice, not once per chunk (at N = 192,
+  // three groups of one row each were 3 % slower, device run 209). The paged kernel uses it where only two
+  // consumers share the SM (N = 192, 256); where four overlap each other's epilogues (N = 96..128) it
+  // measured no gain (run 174). The sums are added in head_sums' order and a column's dot does not depend
+  // on the wgmma's width: the same bits. `released` runs once the last wgmma has read the stage.
   template <class WeightSource, class Released>
   __device__ __forceinline__ static void scores_and_head_sums(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s,
                                                               const WeightSource& weight, int quad, Owned& out,
                                                               Released&& released) {
     static_assert(kChunks > 1 && kChunk % kHeads == 0, "whole query rows in each of several chunks");
+    constexpr int kRestN = kN - kChunk;  // the later chunks' columns, contiguous in acc
+    using Rest = float[kRestN / 2];
     fence(acc);
     sm90::wgmma_fence();
     const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
+    issue_chunk(acc, a, q_s, 0);
+    sm90::wgmma_commit();
+    const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + kChunk * kHeadDim);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      issue_chunk(acc, a, q_s, c);
-      sm90::wgmma_commit();
-    }
+    for (int kk = 0; kk < kHeadDim / 32; ++kk)
+      sm90::WgmmaFp8<kRestN>::mma(*reinterpret_cast<Rest*>(&acc[1][0]), a + 2 * kk, b + 2 * kk, kk);
+    sm90::wgmma_commit();
     float sum[kRows][2];
     clear(sum);
     float half[kRows];
@@ -208,15 +212,15 @@ struct Sm90MqaTile {
   __device__ __forceinline__ static void chunk_head_sums(Acc& acc, const WeightSource& weight, int quad, float (&sum)[kRows][2],
                                                          float (&half)[kRows], Released& released) {
     constexpr int kChunkRows = kChunk / kHeads;
-    if constexpr (kC == 0) sm90::wgmma_wait<kChunks - 1>();
-    else sm90::wgmma_wait_after<kChunks - 1 - kC>(half[kC * kChunkRows - 1]);
+    if constexpr (kC == 0) sm90::wgmma_wait<1>();
+    else if constexpr (kC == 1) sm90::wgmma_wait_after<0>(half[kChunkRows - 1]);
 #pragma unroll
     for (int r = 0; r < kChunk / 2; ++r) sm90::fence_register(acc[kC][r]);
-    if constexpr (kC == kChunks - 1) released();
+    if constexpr (kC == 1) released();
 #pragma unroll
     for (int g = 0; g < kChunk / 8; ++g) add_group(acc, kC, g, weight_of(weight, kC, g, quad), sum);
     // The chunk's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
-    // sinking this chunk's sums below it (it did, with the sums alone).
+    // sinking the first chunk's sums below it (it did, with the sums alone).
 #pragma unroll
     for (int m = kC * kChunkRows; m < (kC + 1) * kChunkRows; ++m) half[m] = reduce_pair(sum[m], (quad & 1) != 0);
     if constexpr (kC + 1 < kChunks) chunk_head_sums<kC + 1>(acc, weight, quad, sum, half, released);
