@@ -92,11 +92,15 @@ struct Sm90MqaTile {
       for (int i = 0; i < 4; ++i) sm90::fence_register(a[kk][i]);
   }
 
-  // Chunk c's wgmma over the block's keys (descriptor `a`), every k-step, not committed.
-  __device__ __forceinline__ static void issue_chunk(Acc& acc, unsigned long long a, const unsigned char* q_s, int c) {
+  // The wgmma of kCount chunks from chunk c on, as one instruction per k-step (their accumulators are
+  // contiguous in acc), over the block's keys (descriptor `a`); not committed.
+  template <int kCount = 1>
+  __device__ __forceinline__ static void issue_chunks(Acc& acc, unsigned long long a, const unsigned char* q_s, int c) {
+    using Columns = float[kCount * kChunk / 2];
     const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + c * kChunk * kHeadDim);
 #pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk) Mma::mma(acc[c], a + 2 * kk, b + 2 * kk, kk);
+    for (int kk = 0; kk < kHeadDim / 32; ++kk)
+      sm90::WgmmaFp8<kCount * kChunk>::mma(*reinterpret_cast<Columns*>(&acc[c][0]), a + 2 * kk, b + 2 * kk, kk);
   }
 
   // acc = K(stage) * Q^T; waits for the wgmma, so the stage may be released on return.
@@ -109,7 +113,7 @@ struct Sm90MqaTile {
     // around the wgmma).
     const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) issue_chunk(acc, a, q_s, c);
+    for (int c = 0; c < kChunks; ++c) issue_chunks(acc, a, q_s, c);
     sm90::wgmma_commit();
     sm90::wgmma_wait_all();
     fence(acc);
@@ -143,33 +147,29 @@ struct Sm90MqaTile {
   // come from shared memory (weight_s) or from registers (Weights).
   static constexpr int kOwned = (kRows + 1) / 2;
   using Owned = float[kOwned];
-  __device__ __forceinline__ static void head_sums(const Acc& acc, const float* weight_s, int quad, Owned& out) {
-    float sum[kRows][2];
-    clear(sum);
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
-#pragma unroll
-      for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]), sum);
-    reduce_quad(sum, quad, out);
-  }
-
   // The weights of this thread's columns, held in registers where they do not change for the CTA's
   // keys: at N = 128 that saves 16 KB of shared-memory reads per stage and consumer.
   using Weights = float2[kChunks][kChunk / 8];
+  // Group g of chunk c's two weights for this lane, from registers or from shared memory.
+  __device__ __forceinline__ static float2 weight_of(const Weights& w, int c, int g, int) { return w[c][g]; }
+  __device__ __forceinline__ static float2 weight_of(const float* weight_s, int c, int g, int quad) {
+    return *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
+  }
   __device__ __forceinline__ static void load_weights(Weights& w, const float* weight_s, int quad) {
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int g = 0; g < kChunk / 8; ++g) w[c][g] = *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
+      for (int g = 0; g < kChunk / 8; ++g) w[c][g] = weight_of(weight_s, c, g, quad);
   }
-  // The same operations in the same order as above, so the same bits.
-  __device__ __forceinline__ static void head_sums(const Acc& acc, const Weights& weight, int quad, Owned& out) {
+  // The same operations in the same order whichever the weights' source, so the same bits.
+  template <class WeightSource>
+  __device__ __forceinline__ static void head_sums(const Acc& acc, const WeightSource& weight, int quad, Owned& out) {
     float sum[kRows][2];
     clear(sum);
 #pragma unroll
     for (int c = 0; c < kChunks; ++c)
 #pragma unroll
-      for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, weight[c][g], sum);
+      for (int g = 0; g < kChunk / 8; ++g) add_group(acc, c, g, weight_of(weight, c, g, quad), sum);
     reduce_quad(sum, quad, out);
   }
 
@@ -186,27 +186,18 @@ struct Sm90MqaTile {
                                                               const WeightSource& weight, int quad, Owned& out,
                                                               Released&& released) {
     static_assert(kChunks > 1 && kChunk % kHeads == 0, "whole query rows in each of several chunks");
-    constexpr int kRestN = kN - kChunk;  // the later chunks' columns, contiguous in acc
-    using Rest = float[kRestN / 2];
     fence(acc);
     sm90::wgmma_fence();
     const unsigned long long a = sm90::matrix_descriptor<kHeadDim>(k_stage);
-    issue_chunk(acc, a, q_s, 0);
+    issue_chunks(acc, a, q_s, 0);
     sm90::wgmma_commit();
-    const unsigned long long b = sm90::matrix_descriptor<kHeadDim>(q_s + kChunk * kHeadDim);
-#pragma unroll
-    for (int kk = 0; kk < kHeadDim / 32; ++kk)
-      sm90::WgmmaFp8<kRestN>::mma(*reinterpret_cast<Rest*>(&acc[1][0]), a + 2 * kk, b + 2 * kk, kk);
+    issue_chunks<kChunks - 1>(acc, a, q_s, 1);
     sm90::wgmma_commit();
     float sum[kRows][2];
     clear(sum);
     float half[kRows];
     chunk_head_sums<0>(acc, weight, quad, sum, half, released);
     reduce_quad_pairs(half, quad, out);
-  }
-  __device__ __forceinline__ static float2 weight_of(const Weights& w, int c, int g, int) { return w[c][g]; }
-  __device__ __forceinline__ static float2 weight_of(const float* weight_s, int c, int g, int quad) {
-    return *reinterpret_cast<const float2*>(&weight_s[c * kChunk + 8 * g + 2 * quad]);
   }
   template <int kC, class WeightSource, class Released>
   __device__ __forceinline__ static void chunk_head_sums(Acc& acc, const WeightSource& weight, int quad, float (&sum)[kRows][2],
