@@ -37,6 +37,10 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK(cli("bench logits --hist 2", &out) == 2);
   CHECK(cli("bench logits --fixed-length --hist 2", &out) == 2);  // the flag parses; --hist 2 is the error
   CHECK_THAT(out, Contains("--hist") && !Contains("unknown argument"));
+  CHECK(cli("bench logits --resident-blocks 0", &out) == 2);
+  CHECK_THAT(out, Contains("--resident-blocks expects an integer >= 1, got '0'"));
+  CHECK(cli("bench logits --resident-blocks 2048 --cold-l2", &out) == 2);
+  CHECK_THAT(out, Contains("--resident-blocks keeps the KV in L2, --cold-l2 evicts it"));
   CHECK(cli("bench topk --ragged 0,x", &out) == 2);
   CHECK(cli("bench logits --dtype f8", &out) == 2);
   CHECK(cli("bench logits --kv fp8,fp4", &out) == 2);

@@ -39,7 +39,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
       PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, dim, format, rng, values);
       for (int batch : o.batches) {
         for (int length : o.lengths) {
-          inputs.draw(batch, length, o.fixed_length, rng);
+          inputs.draw(batch, length, o.fixed_length, rng, o.resident_blocks);
           const std::int64_t width = inputs.width();
           const std::int64_t max_blocks = width / kBlock;
           const std::int64_t blocks_read = inputs.blocks_read();

@@ -28,6 +28,9 @@ struct LogitsBenchOptions {
   int replays = 50;
   bool cold_l2 = false;
   bool fixed_length = false;  // every request exactly L instead of uniform in [0.7, 1.3] L
+  // > 0: every block table entry one of this many pool blocks, so that the KV stays in L2 (what the SM
+  // computes, not what HBM delivers; never with cold_l2). 0: distinct blocks drawn from the whole pool.
+  int resident_blocks = 0;
   bool compare_portable = false;
   // The kernel to time: the library's choice, or one forced (cells it does not build are skipped; the
   // sm90 kernel's MXFP4 form is not the automatic choice yet).

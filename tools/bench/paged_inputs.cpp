@@ -116,7 +116,7 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
   std::iota(ids_.begin(), ids_.end(), 0);
 }
 
-void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng) {
+void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks) {
   batch_ = batch;
   std::uniform_int_distribution<int> len_dist(fixed ? length : length * 7 / 10, fixed ? length : length * 13 / 10);
   lengths_.resize(batch);
@@ -124,7 +124,8 @@ void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng) 
   width_ = (*std::max_element(lengths_.begin(), lengths_.end()) + kBlock - 1) / kBlock * kBlock;
   std::shuffle(ids_.begin(), ids_.end(), rng);
   std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * (width_ / kBlock));
-  for (std::size_t i = 0; i < table.size(); ++i) table[i] = ids_[i % ids_.size()];
+  const std::size_t distinct = resident_blocks > 0 ? std::min(static_cast<std::size_t>(resident_blocks), ids_.size()) : ids_.size();
+  for (std::size_t i = 0; i < table.size(); ++i) table[i] = ids_[i % distinct];
   lens_.upload(lengths_.data(), lengths_.size() * 4);
   table_.upload(table.data(), table.size() * 4);
   blocks_read_ = 0;

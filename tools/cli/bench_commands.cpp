@@ -217,6 +217,8 @@ int cmd_bench(const std::string& what, const Args& args) {
   o.replays = args.int_value("--replays", o.replays, 1);
   o.cold_l2 = args.has("--cold-l2");
   o.fixed_length = args.has("--fixed-length");
+  o.resident_blocks = args.int_value("--resident-blocks", 0, 1);
+  if (o.resident_blocks > 0 && o.cold_l2) throw UsageError("--resident-blocks keeps the KV in L2, --cold-l2 evicts it: give one");
   if (auto v = args.value("--kv")) {
     o.kvs.clear();
     for (const std::string& name : split_list(*v)) {
@@ -256,10 +258,12 @@ int cmd_bench(const std::string& what, const Args& args) {
     if (o.cold_l2) flush = std::make_unique<fi::check::DeviceBuffer>(std::size_t{256} << 20);
     launch_floor_us = bn::measure_launch_floor(gpu, flush.get()).median_us;
   }
-  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s; an empty kernel "
+  const std::string resident =
+      o.resident_blocks > 0 ? fmt::format(", the KV cycling through {} L2-resident blocks", o.resident_blocks) : std::string();
+  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s%s; an empty kernel "
               "takes %.2f us in this harness\n",
               gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
-              o.fixed_length ? ", every length exactly L" : "", launch_floor_us);
+              o.fixed_length ? ", every length exactly L" : "", resident.c_str(), launch_floor_us);
   std::printf("%5s %7s %3s %3s %4s %4s %5s %6s %9s %9s %8s %6s %7s %8s %6s %9s %5s%s\n", "B", "L", "n", "H", "hist", "out",
               "kv", "input", "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", "read_us", "x_rd",
               o.compare_portable ? "  portable_us speedup" : "");

@@ -58,8 +58,8 @@ one table row per case. Exits 1 if any case fails.
 )"},
     {"bench", R"(usage: flash-indexer bench logits [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--kv LIST] [--replays N] [--cold-l2]
-                               [--fixed-length] [--input LIST] [--compare portable] [--variant V]
-                               [--json FILE]
+                               [--fixed-length] [--resident-blocks N] [--input LIST]
+                               [--compare portable] [--variant V] [--json FILE]
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
                                [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
                                [--json FILE]
@@ -86,6 +86,9 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
   --fixed-length     every request exactly L (as DeepGEMM's benchmark draws them), not [0.7, 1.3] L
+  --resident-blocks N  logits: every block table entry one of N pool blocks (N x 8448 bytes at D 128;
+                     2048 of them, 17 MB, stay in L2), so a cell times what the SM computes, not
+                     what HBM delivers; not with --cold-l2
   --input LIST       logits: FP8 values among bytes (default: every byte random; most scores lie
                      beyond +-223, in the histogram's two end bins) and normal (q and keys N(0, 1), the
                      keys scaled per token, weights N(0, 1): DeepGEMM's test); normal runs FP8 only
