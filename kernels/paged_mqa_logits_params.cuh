@@ -68,13 +68,28 @@ struct PagedMqaLogitsSm90Params {
 
 constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
 
-// Consumer warpgroups per CTA, by the wgmma N = next_n * heads. Up to N = 64 (<= 66 registers) two
+// Consumer warpgroups per CTA, by one consumer's wgmma N (next_n * heads, or sm90_consumer_n where two
+// consumers share a block). Up to N = 64 (<= 66 registers) two
 // CTAs fit an SM, so two consumers each; up to 128 one CTA with four (640 threads: the 96 registers
 // each that this leaves hold a consumer's 64 accumulators without spilling), so that a consumer's
 // epilogue overlaps three others' wgmma; beyond, the 128 accumulator registers per thread leave room
-// for two. A stage always goes to the same consumer (stage % consumers) and the same store warp
-// (stage % 3), so no waiter ever waits on a barrier a phase ahead: 6 stages, 12 with four consumers.
+// for two. A stage always goes to the same consumer (stage % consumers; or pair of them) and the same
+// store warp (stage % 3), so no waiter ever waits on a barrier a phase ahead: 6 stages, 12 with four
+// consumers.
 constexpr int sm90_consumers(int n) { return n <= 64 ? 2 : n <= 128 ? 4 : 2; }
+// The query rows one consumer computes of each block it takes: all next_n, except at next_n 4 H 64 FP8
+// (N = 256), where two consumers share every block, two rows (N = 128) each, so that the CTA is the
+// four-consumer kernel of N = 128 (next_n 2 H 64's form, weights in registers) twice over a block. Two
+// consumers of N = 256 hid 31 % of their CUDA-core epilogue under the tensor work, four of N = 128 at
+// next_n 2 H 64 67 % (device runs 215-216); so next_n 4 H 64 took 0.91 of the two-consumer time without
+// the histogram and 0.96 with it (run 217; the consumers now count too). Not at next_n 3 H 64 (three rows
+// do not halve) nor for MXFP4 (its consumers hold the keys' fragments). Every N-keyed choice of the paged
+// kernel below (consumers, stages, threads, who stores and counts, one TMA per block) takes a consumer's
+// N, sm90_consumer_n.
+constexpr int sm90_consumer_rows(int next_n, int heads, bool mxfp4 = false) {
+  return !mxfp4 && next_n == 4 && heads == 64 ? 2 : next_n;
+}
+constexpr int sm90_consumer_n(int next_n, int heads, bool mxfp4 = false) { return sm90_consumer_rows(next_n, heads, mxfp4) * heads; }
 constexpr int sm90_stages(int n) { return sm90_consumers(n) == 4 ? 12 : 6; }
 constexpr int sm90_threads(int n) { return 128 * (sm90_consumers(n) + 1); }  // + the producer warpgroup
 // The consumers hold their columns' weights (N / 4 floats) in registers (Sm90MqaTile::load_weights)
@@ -93,7 +108,7 @@ constexpr bool sm90_register_weights(int next_n, int heads, bool mxfp4 = false) 
 // consumer lane counts the values it hands off (one or two per block after the quad reduction) and the
 // store warps only store: +6-10 % (run 128). Elsewhere the store warps count: with two consumers of
 // N = 192-256 the consumers bound the kernel and counting there was 5-7 % slower (run 128), with two
-// CTAs per SM (N <= 64) six store warps share the SM.
+// CTAs per SM (N <= 64) six store warps share the SM. `n` is one consumer's N (sm90_consumer_n).
 constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 // Where the consumers also store their values themselves (after the quad's reduce-scatter each lane
 // owns one or two; DeepGEMM's consumers store too) instead of handing them to the store warps through
@@ -101,13 +116,15 @@ constexpr bool sm90_consumers_count(int n) { return sm90_consumers(n) == 4; }
 // MXFP4 ones keep the hand-off (n4 h32 with the histogram spilled).
 constexpr bool sm90_direct_stores(int n, bool mxfp4) { return sm90_consumers_count(n) && !mxfp4; }
 constexpr bool sm90_moves_registers(int next_n, int heads, bool mxfp4 = false) {
-  return sm90_consumers(next_n * heads) == 4 && (mxfp4 || sm90_register_weights(next_n, heads));
+  const int rows = sm90_consumer_rows(next_n, heads, mxfp4);
+  return sm90_consumers(rows * heads) == 4 && (mxfp4 || sm90_register_weights(rows, heads));
 }
 // The kernels with a ranges form (paged_mqa_logits_sm90_ranges.cuh): the four-consumer FP8 ones whose
 // consumers take registers from the producer warpgroup (n2 h64, n3 h32). At next_n 4 (N = 128, the
 // weights in shared memory, 96 registers each) the segments' state spilled 8 bytes.
 constexpr bool sm90_takes_ranges(int next_n, int heads, bool mxfp4) {
-  return sm90_direct_stores(next_n * heads, mxfp4) && sm90_moves_registers(next_n, heads, mxfp4);
+  return sm90_consumer_rows(next_n, heads, mxfp4) == next_n && sm90_direct_stores(next_n * heads, mxfp4) &&
+         sm90_moves_registers(next_n, heads, mxfp4);
 }
 constexpr int round_up(int x, int to) { return (x + to - 1) / to * to; }
 
@@ -167,10 +184,11 @@ constexpr int kSm90MaxBlocksPerSplit = 256;
 // whose consumers store them).
 constexpr Sm90Layout sm90_layout(int next_n, int heads, int head_dim, bool histogram, int stages = 0, bool mxfp4 = false,
                                  bool score_stages = true) {
-  const bool one_tma = stages == 0 && sm90_one_tma_per_block(next_n * heads, mxfp4);
+  const int consumer_n = sm90_consumer_n(next_n, heads, mxfp4);
+  const bool one_tma = stages == 0 && sm90_one_tma_per_block(consumer_n, mxfp4);
   if (stages == 0) {  // the paged kernel
-    stages = sm90_stages(next_n * heads);
-    score_stages = !sm90_direct_stores(next_n * heads, mxfp4);
+    stages = sm90_stages(consumer_n);
+    score_stages = !sm90_direct_stores(consumer_n, mxfp4);
   }
   Sm90Layout l{};
   l.q = 0;

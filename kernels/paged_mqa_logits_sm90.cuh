@@ -96,16 +96,25 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kN = Tile::kN;
   static_assert(kNextN <= kSm90MaxNextN, "next_n");
   constexpr int kKeyBytes = Tile::kKeyBytes;
-  constexpr bool kOneTma = sm90_one_tma_per_block(kN, kMxfp4);  // FP8: the keys and scales in one stage
+  // A consumer's rows of each block it takes (sm90_consumer_rows): all of them, or half where two
+  // consumers share every block. kTakers consumers take distinct blocks.
+  constexpr int kConsumerRows = sm90_consumer_rows(kNextN, kHeads, kMxfp4);
+  using ConsumerTile = Sm90MqaTile<kConsumerRows, kHeads, kHeadDim>;
+  constexpr int kCN = ConsumerTile::kN;
+  constexpr int kRowGroups = kNextN / kConsumerRows;  // consumers per block
+  constexpr bool kOneTma = sm90_one_tma_per_block(kCN, kMxfp4);  // FP8: the keys and scales in one stage
   constexpr int kStageBytes = kOneTma ? sm90_paged_stage_bytes(kHeadDim) : kKeyBytes;
-  constexpr int kSm90Consumers = sm90_consumers(kN);
-  constexpr int kSm90Stages = sm90_stages(kN);
-  constexpr int kSm90Threads = sm90_threads(kN);
-  constexpr bool kConsumersCount = sm90_consumers_count(kN);
-  constexpr bool kDirectStores = sm90_direct_stores(kN, kMxfp4);
+  constexpr int kSm90Consumers = sm90_consumers(kCN);
+  constexpr int kTakers = kSm90Consumers / kRowGroups;
+  constexpr int kSm90Stages = sm90_stages(kCN);
+  constexpr int kSm90Threads = sm90_threads(kCN);
+  constexpr bool kConsumersCount = sm90_consumers_count(kCN);
+  constexpr bool kDirectStores = sm90_direct_stores(kCN, kMxfp4);
+  static_assert(kNextN % kConsumerRows == 0 && kSm90Consumers % kRowGroups == 0 && (kRowGroups == 1 || kDirectStores),
+                "whole row groups per block, each storing its own rows");
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
-  constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kN;
+  constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kCN;
   static_assert(!sm90_moves_registers(kNextN, kHeads, kMxfp4) ||
                     sm90_handover_fits(kSm90Threads, sm90_producer_registers(kNextN, kMxfp4), kSm90Consumers,
                                        sm90_consumer_registers(kNextN, kMxfp4)),
@@ -216,7 +225,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if (tid % 32 + 32 * h < params.blocks_per_split) sm.block_ids[tid % 32 + 32 * h] = ids[h];
       __syncwarp();
       if (producer_thread) {
-        sm.init_barriers();
+        sm.init_barriers(128 * kRowGroups);
         if (early) issue_query();
         for (int i = 0; i < prologue_blocks; ++i) issue_block(i);
       }
@@ -254,7 +263,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         issue_block(i);
       }
     } else if (!kDirectStores && tid >= kSm90Consumers * 128 + 32) {  // the store warps, block i to warp i % 3
-      static_assert(kSm90Stages % kSm90StoreWarps == 0 && kSm90Stages % kSm90Consumers == 0, "stage ownership");
+      static_assert(kSm90Stages % kSm90StoreWarps == 0 && kSm90Stages % kTakers == 0, "stage ownership");
       const int warp = (tid - (kSm90Consumers * 128 + 32)) / 32;
       const int lane = tid % 32;
       for (int i = warp; i < count; i += kSm90StoreWarps) {
@@ -290,27 +299,35 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
-    const int owned_key = Tile::owned_key(quad, key0);     // the key of its values after the head sums
-    constexpr bool kRegisterWeights = sm90_register_weights(kNextN, kHeads, kMxfp4);
-    typename Tile::Weights weights;
-    if constexpr (kRegisterWeights) Tile::load_weights(weights, sm.weights, quad);
-    typename Tile::Acc acc;
+    const int owned_key = ConsumerTile::owned_key(quad, key0);  // the key of its values after the head sums
+    // Its first query row (consumers kTakers apart share blocks).
+    const int row0 = kRowGroups == 1 ? 0 : sm90::warpgroup_index() / kTakers * kConsumerRows;
+    const unsigned char* q_s = sm.q + row0 * kHeads * kHeadDim;
+    const float* weights_s = sm.weights + row0 * kHeads;
+    int row_lens[kConsumerRows];
 #pragma unroll
-    for (int c = 0; c < Tile::kChunks; ++c)
+    for (int j = 0; j < kConsumerRows; ++j) row_lens[j] = kRowGroups == 1 ? lens[j] : length_of_row(lens, row0 + j);
+    constexpr bool kRegisterWeights = sm90_register_weights(kConsumerRows, kHeads, kMxfp4);
+    typename ConsumerTile::Weights weights;
+    if constexpr (kRegisterWeights) ConsumerTile::load_weights(weights, weights_s, quad);
+    typename ConsumerTile::Acc acc;
 #pragma unroll
-      for (int i = 0; i < Tile::kChunk / 2; ++i) acc[c][i] = 0.0f;
+    for (int c = 0; c < ConsumerTile::kChunks; ++c)
+#pragma unroll
+      for (int i = 0; i < ConsumerTile::kChunk / 2; ++i) acc[c][i] = 0.0f;
     if constexpr (!kMxfp4) sm90::mbarrier_wait(sm.q_full, 0);  // the MXFP4 query was written before the block barrier
 
-    // Block i's stage and the phase of its full barrier, from a warpgroup index the compiler knows to be
-    // warp-uniform: else it computed i % kSm90Stages per thread every block and moved the descriptors
-    // into uniform registers one by one (about 30 instructions per block).
+    // The blocks this consumer takes, block i's stage and the phase of its full barrier, from a warpgroup
+    // index the compiler knows to be warp-uniform: else it computed i % kSm90Stages per thread every block
+    // and moved the descriptors into uniform registers one by one (about 30 instructions per block).
     const int consumer = sm90::warpgroup_index();
-    sm90::RingCursor<kSm90Stages, kSm90Consumers> ring(consumer);
-    for (int i = consumer; i < count; i += kSm90Consumers) {
+    const int taker = kRowGroups == 1 ? consumer : consumer % kTakers;
+    sm90::RingCursor<kSm90Stages, kTakers> ring(taker);
+    for (int i = taker; i < count; i += kTakers) {
       const int stage = ring.stage;
       sm90::mbarrier_wait(&sm.full[stage], ring.phase);
       const bool valid = sm.invalid[stage] == 0;
-      float scale = 0.0f;  // of this lane's key (Tile::owned_key)
+      float scale = 0.0f;  // of this lane's key (owned_key)
       auto read_scales_and_release = [&] {  // the FP8 path
         if (valid)
           scale = kOneTma ? *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key))
@@ -322,60 +339,61 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       // (releasing it before them spilled 24-28 bytes and measured slower, device run 120; since the
       // consumers store directly it no longer spills, and measured the same, run 165).
       constexpr bool kLateRelease = !kMxfp4 && sm90_moves_registers(kNextN, kHeads, kMxfp4);
-      // The two-consumer FP8 kernels of N 192-256 (n3 h64, n4 h64): the wgmma in two parts, the first
-      // query row(s) and the rest, the first part's head sums while the second part's wgmma runs
-      // (Tile::scores_and_head_sums). With only two consumers per SM the tensor pipe idles whenever both
-      // are in their epilogues (device run 208, n4 h64 B 32 x 32K: 48 % of the MMA rate, the consumers'
-      // top stall their wgmma's wait). Run 209, n4 h64: 0.98 of before without the histogram
-      // (0.963-1.014), 0.99 with it; n3 h64 in three parts of one row was 1.03 slower.
-      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kN > 128;
-      typename Tile::Owned sum;
+      // The two-consumer FP8 kernel of N 192 (n3 h64): the wgmma in two parts, the first query row and
+      // the rest, the first part's head sums while the second part's wgmma runs
+      // (Sm90MqaTile::scores_and_head_sums). With only two consumers per SM the tensor pipe idles whenever
+      // both are in their epilogues (device run 208, n4 h64 B 32 x 32K: 48 % of the MMA rate, the consumers'
+      // top stall their wgmma's wait). Run 212: 0.90 of one wgmma; three parts of one row were 1.03 slower
+      // (run 209). n4 h64 gained 2 % so (run 209), 9 % more as four consumers of two rows (run 217).
+      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kCN > 128;
+      typename ConsumerTile::Owned sum;
       if constexpr (kMxfp4) {
         // The keys straight into the wgmma's A fragments (also for an invalid block: its values become
         // NaN below), after which the stage is free.
-        typename Tile::KeyFragments a;
+        typename ConsumerTile::KeyFragments a;
         float key_scales[2];
         mxfp4_key_fragments(sm.k + stage * kMxfp4BlockBytes, key0, quad, a, key_scales);
         sm90::mbarrier_arrive(&sm.empty[stage]);
-        if (valid) scale = (quad & 1) != 0 ? key_scales[1] : key_scales[0];  // Tile::owned_key
-        if constexpr (kMxfp4Round < kN) Tile::template head_sums_in_rounds<kMxfp4Round>(a, sm.q, sm.weights, quad, sum);
-        else Tile::scores(acc, a, sm.q);
+        if (valid) scale = (quad & 1) != 0 ? key_scales[1] : key_scales[0];  // ConsumerTile::owned_key
+        if constexpr (kMxfp4Round < kCN) ConsumerTile::template head_sums_in_rounds<kMxfp4Round>(a, q_s, weights_s, quad, sum);
+        else ConsumerTile::scores(acc, a, q_s);
       } else if constexpr (kOverlap) {
         // An invalid block's sums are of stale keys here and become NaN below; the stage is released once
         // the last part's wgmma has read it.
         static_assert(!kLateRelease, "the stage released inside the parts");
         if constexpr (kRegisterWeights)
-          Tile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, sm.q, weights, quad, sum, read_scales_and_release);
+          ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weights, quad, sum, read_scales_and_release);
         else
-          Tile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, sm.q, sm.weights, quad, sum, read_scales_and_release);
+          ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weights_s, quad, sum, read_scales_and_release);
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
-        Tile::scores(acc, sm.k + stage * kStageBytes, sm.q);
+        ConsumerTile::scores(acc, sm.k + stage * kStageBytes, q_s);
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 
-      if constexpr (kMxfp4Round == kN && !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
-        block_head_sums<Tile, kRegisterWeights>(valid, acc, weights, sm.weights, quad, sum);
+      if constexpr (kMxfp4Round == kCN && !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
+        block_head_sums<ConsumerTile, kRegisterWeights>(valid, acc, weights, weights_s, quad, sum);
       if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps, or store them (kDirectStores).
       if (!kDirectStores && i >= kSm90Stages) sm90::mbarrier_wait(&sm.scores_free[stage], ring.phase ^ 1u);
 #pragma unroll
-      for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
+      for (int n = 0; n < ConsumerTile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       const int s = (first + i) * 64 + owned_key;
       if constexpr (kDirectStores) {  // as the store warps do
-        store_owned_values<Tile, Store, kNextN, kHistogram>(p, sum, quad, s, static_cast<long long>(b) * kNextN, lens, sm.hist);
+        store_owned_values<ConsumerTile, Store, kConsumerRows, kHistogram>(p, sum, quad, s, static_cast<long long>(b) * kNextN + row0,
+                                                                         row_lens, sm.hist + row0 * kCoarseBins);
       } else {
         if constexpr (kHistogram && kConsumersCount) {  // (MXFP4) what the store warps will store and mask
 #pragma unroll
-          for (int n = 0; n < Tile::kOwned; ++n) {
-            if (!Tile::owns(n, quad)) continue;
-            const int j = Tile::owned_row(n, quad);
-            if (s < length_of_row(lens, j) && s < p.width) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
+          for (int n = 0; n < ConsumerTile::kOwned; ++n) {
+            if (!ConsumerTile::owns(n, quad)) continue;
+            const int j = ConsumerTile::owned_row(n, quad);
+            if (s < length_of_row(row_lens, j) && s < p.width) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
           }
         }
-        Tile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
+        ConsumerTile::hand_off(sm.scores + stage * kNextN * 64, sum, quad, key0);
         sm90::mbarrier_arrive(&sm.scores_full[stage]);
       }
       ring.advance();

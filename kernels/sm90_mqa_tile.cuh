@@ -15,8 +15,8 @@ namespace flash_indexer {
 namespace kernels {
 
 // The dynamic shared memory of both kernels (a Sm90Layout of kStages ring stages) in its parts, with the
-// ring's mbarriers: full (the producer's TMA), empty (a consumer warpgroup's 128 threads), scores full
-// (the same), scores free (a store warp), and q full.
+// ring's mbarriers: full (the producer's TMA), empty (the 128 threads of each consumer warpgroup that
+// takes the stage), scores full (a consumer warpgroup), scores free (a store warp), and q full.
 template <int kStages>
 struct Sm90MqaSmem {
   unsigned char* q;
@@ -50,11 +50,12 @@ struct Sm90MqaSmem {
     block_ids = reinterpret_cast<int*>(smem + l.block_ids);
   }
 
-  // By one thread; the block synchronizes before any barrier is used.
-  __device__ __forceinline__ void init_barriers() const {
+  // By one thread; the block synchronizes before any barrier is used. `empty_arrivals`: the threads of
+  // the consumer warpgroups that share each stage.
+  __device__ __forceinline__ void init_barriers(int empty_arrivals = 128) const {
     for (int s = 0; s < kStages; ++s) {
       sm90::mbarrier_init(&full[s], 1);
-      sm90::mbarrier_init(&empty[s], 128);
+      sm90::mbarrier_init(&empty[s], empty_arrivals);
       sm90::mbarrier_init(&scores_full[s], 128);
       sm90::mbarrier_init(&scores_free[s], 32);
     }
@@ -178,7 +179,7 @@ struct Sm90MqaTile {
   // head sums while the later chunks' wgmma runs, shortening one consumer's chain of wgmma then epilogue.
   // Two wgmma per block, so the keys are read from shared memory twice, not once per chunk (at N = 192,
   // three groups of one row each were 3 % slower, device run 209). The paged kernel uses it where only two
-  // consumers share the SM (N = 192, 256); where four overlap each other's epilogues (N = 96..128) it
+  // consumers share the SM at N = 192; where four overlap each other's epilogues (N = 96..128) it
   // measured no gain (run 174). The sums are added in head_sums' order and a column's dot does not depend
   // on the wgmma's width: the same bits. `released` runs once the last wgmma has read the stage.
   template <class WeightSource, class Released>

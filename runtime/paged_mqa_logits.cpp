@@ -143,8 +143,8 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
   spec.entry = kernel_entry_name(spec.key);
   spec.variant = static_cast<int>(c.variant);
   if (sm90) {
-    spec.threads = kernels::sm90_threads(c.next_n * c.heads);
     const bool mxfp4 = c.kv == KvFormat::mxfp4;
+    spec.threads = kernels::sm90_threads(kernels::sm90_consumer_n(c.next_n, c.heads, mxfp4));
     const bool ranges = kernels::sm90_takes_ranges(c.next_n, c.heads, mxfp4);  // a ranges form besides the common kernel
     spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram, 0, mxfp4).bytes);
     spec.source = fmt::format(

@@ -50,7 +50,7 @@ void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLog
         p.num_blocks > 1 ? p.kv_block_stride : (64 * (c.head_dim + 4) + 15) / 16 * 16;  // one block: any stride
     // The rows behind a block's 64 keys are its 64 FP32 scales (256 bytes): the kernels that take one
     // TMA per block fetch both (kernels::sm90_one_tma_per_block).
-    const bool one_tma = kernels::sm90_one_tma_per_block(c.next_n * c.heads, false);
+    const bool one_tma = kernels::sm90_one_tma_per_block(kernels::sm90_consumer_n(c.next_n, c.heads), false);
     const cuuint32_t rows = static_cast<cuuint32_t>(64 + (one_tma ? 256 / c.head_dim : 0));
     const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), rows,
                                 static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};

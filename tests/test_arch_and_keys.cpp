@@ -175,16 +175,19 @@ TEST_CASE("the sm90 kernel's shared memory fits an H200 SM and keeps TMA destina
   for (const auto& c : supported_paged_mqa_logits_configs(Arch{9, 0, true})) {
     if (c.variant != PagedMqaLogitsVariant::sm90) continue;
     INFO(c.key());
-    const kernels::Sm90Layout l = kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram);
+    const bool mxfp4 = c.kv == KvFormat::mxfp4;
+    const kernels::Sm90Layout l = kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram, 0, mxfp4);
     CHECK(l.bytes <= 227 * 1024);
     CHECK(l.q % 1024 == 0);
     CHECK(l.k % 1024 == 0);
     CHECK((64 * c.head_dim) % 1024 == 0);  // every key stage starts 1024-aligned
     CHECK(l.barriers % 8 == 0);
-    const int threads = kernels::sm90_threads(c.next_n * c.heads);
-    CHECK(threads % 128 == 0);
-    CHECK(kernels::sm90_stages(c.next_n * c.heads) % kernels::sm90_consumers(c.next_n * c.heads) == 0);
-    CHECK(kernels::sm90_stages(c.next_n * c.heads) % kernels::kSm90StoreWarps == 0);
+    const int n = kernels::sm90_consumer_n(c.next_n, c.heads, mxfp4);  // one consumer's wgmma N
+    CHECK(static_cast<int>(paged_mqa_logits_kernel_spec(c).threads) == kernels::sm90_threads(n));
+    CHECK(static_cast<int>(paged_mqa_logits_kernel_spec(c).smem_bytes) == l.bytes);
+    CHECK(kernels::sm90_threads(n) % 128 == 0);
+    CHECK(kernels::sm90_stages(n) % kernels::sm90_consumers(n) == 0);
+    CHECK(kernels::sm90_stages(n) % kernels::kSm90StoreWarps == 0);
   }
 }
 
