@@ -79,8 +79,8 @@ __device__ __forceinline__ unsigned int sum(const unsigned int* counts, int i) {
 }
 
 // Exchanges through the async proxy, without the GPU-scope fence that a cluster barrier's release
-// compiles to on sm_90 (MEMBAR.ALL.GPU before every arrive: device run 95 found the five barriers of
-// the resident selector 26 % of its warp samples at 1 x 128K, 8.6 % in that fence). A CTA receives
+// compiles to on sm_90 (MEMBAR.ALL.GPU before every arrive: five such barriers took 26 % of the
+// resident selector's warp samples at 1 x 128K FP32, 8.6 % in that fence). A CTA receives
 // into its own shared memory and counts the bytes on its own mbarrier, which it initialises before a
 // cluster barrier's arrive (that barrier publishes the initialisation: arrive_relaxed / wait below, or a
 // full cluster barrier) and uses once per launch.

@@ -1,5 +1,5 @@
 #pragma once
-// Accumulating the coarse score histogram (CONTRACT 3) from inside a kernel.
+// Accumulating the coarse score histogram (contract §3) from inside a kernel.
 #include "coarse_bins.hpp"
 
 namespace flash_indexer {
@@ -19,8 +19,8 @@ __device__ __forceinline__ int histogram_bin(float stored) { return stored != st
 
 // Counts a stored logit into its row's shared-memory histogram unless it is NaN. The bin is computed
 // whatever the value (coarse_bin is branch-free arithmetic) and only the atomic depends on the NaN test:
-// one predicated atomic instead of a branch around the bin and another around the atomic (device run
-// 202: about 25 instructions per value with both branches, in the loops that bound the histogram's cost).
+// one predicated atomic instead of a branch around the bin and another around the atomic (with both
+// branches a value took about 25 instructions, in the loops that bound the histogram's cost).
 __device__ __forceinline__ void count_stored(int* row_hist, float stored) {
   const int bin = coarse_bin(stored);
   if (stored == stored) atomicAdd(row_hist + bin, 1);

@@ -47,8 +47,8 @@ struct MqaLogitsSm90Params {
   TensorMap q_map;   // uint8 {head_dim, T * H}; box {head_dim, 128}
   // float {N} at kv_scales, box {64}: a tile's scales, keys past N read as 0. Only where kv_scales is
   // 16-byte aligned (scales_in_stage; else unset): a map from the address rounded down, with boxes
-  // starting 1-3 floats past 16 bytes, stopped the kernel with an illegal instruction (device run 163),
-  // so other scales are read from global memory.
+  // starting 1-3 floats past 16 bytes, stops the kernel with an illegal instruction, so other scales
+  // are read from global memory.
   TensorMap scales_map;
   int tiles_per_split;
   int scales_in_stage;  // the consumers read the scales from the ring stage (else from global)

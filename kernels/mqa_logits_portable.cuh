@@ -1,6 +1,6 @@
 #pragma once
 // Portable ragged (prefill) MQA logits (any GPU sm_80 or newer): token t scores the keys of its window
-// [ks[t], ke[t]) of one contiguous FP8 key buffer, with the math of CONTRACT 1 in exact FP32 arithmetic
+// [ks[t], ke[t]) of one contiguous FP8 key buffer, with the math of contract §1 in exact FP32 arithmetic
 // on dequantized FP8, as the portable paged kernel does (paged_mqa_logits_portable.cuh). Written for
 // clarity, not speed: the tensor-core kernel for prefill is still to come.
 //

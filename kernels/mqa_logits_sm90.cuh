@@ -14,8 +14,8 @@
 // TMA where kv_scales is 16-byte aligned, else read from global) and store them themselves: after the
 // quad's reduce-scatter each lane owns one value of every two tokens and writes it, -inf outside its
 // token's window with fill_masked, and counts it into the histogram. (Handing the scores to the
-// producer warpgroup's three warps to store and count cost 3-6 % at H 64 and halved the rate at H 16,
-// device run 156: those warps bounded it.)
+// producer warpgroup's three warps to store and count cost 3-7 % at H 64 and halved the rate at H 16:
+// those warps bounded it; docs/benchmarks/prefill.md.)
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
 #include "mqa_logits_params.cuh"

@@ -1,5 +1,5 @@
 #pragma once
-// MXFP4 (CONTRACT 2.2) into FP8 E4M3 for the sm_90a tensor cores, which have no FP4 path.
+// MXFP4 (contract §2.2) into FP8 E4M3 for the sm_90a tensor cores, which have no FP4 path.
 //
 // A vector's value i is e2m1(i) * 2^(e_g - 127), e_g the UE8M0 exponent of its 32-element group g. With
 // M = max_g e_g, it is written as E4M3 e2m1(i) * 2^(e_g - M + 6) times the vector's factor 2^(M - 133):

@@ -22,7 +22,7 @@ __device__ __forceinline__ float fp8_e4m3_to_float(unsigned int byte) {
   return (byte & 0x80u) ? -value : value;
 }
 
-// MXFP4 (CONTRACT 2.2): an E2M1 value (the low 4 bits of `nibble`: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and
+// MXFP4 (contract §2.2): an E2M1 value (the low 4 bits of `nibble`: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and
 // negatives) times its UE8M0 exponent 2^(e - 127); 0xFF is NaN. Exact in FP32 for e <= 252 (subnormals
 // included); the largest values overflow to infinity beyond.
 __device__ __forceinline__ float ue8m0_to_float(unsigned int e) {

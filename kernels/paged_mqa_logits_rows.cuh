@@ -1,5 +1,5 @@
 #pragma once
-// Row lengths of the paged MQA logits kernels (CONTRACT 1).
+// Row lengths of the paged MQA logits kernels (contract §1).
 #include "dcp.hpp"
 #include "paged_mqa_logits_params.cuh"
 

@@ -7,8 +7,8 @@
 // once and streams the blocks through a ring of shared-memory stages (a 3-D TMA of the 64 x D
 // FP8 keys, 128B/64B-swizzled for wgmma, plus a bulk copy of the 64 FP32 scales), each completing on a
 // "full" mbarrier; where the host asks (runtime/sm90_split.hpp) it fills the first stages before the
-// CTA's barrier. The consumer warpgroups (2 or 4, sm90_consumers) take the
-// blocks in turn, each computing the 64 x next_n scores of a block (sm90_mqa_tile.cuh):
+// CTA's barrier. The consumer warpgroups (2 or 4) take the blocks in turn, each computing the
+// 64 x next_n scores of a block (sm90_mqa_tile.cuh):
 //
 //   logit[j, key]  = scale[key] * sum_h w[j, h] * max(S[key, j*H + h], 0),  S = K * Q^T by wgmma
 //
@@ -16,11 +16,12 @@
 // "empty" mbarrier) as soon as its wgmma has read it, and hands the 64 x next_n scores of the block to
 // a store warp of the producer warpgroup through a score stage (mbarriers "scores full" / "scores
 // free"). The store warps round and write the logits with coalesced stores and apply the length mask;
-// where four consumers share the CTA (FP8, sm90_direct_stores) the consumers store their values
+// where four consumers share the CTA (FP8, Sm90PagedForm::direct_stores) the consumers store their values
 // themselves with the same mask, and the store warps idle.
 // With kHistogram the coarse bins of the stored values are counted in a shared-memory histogram per
 // row, added to the global one at the end: by the consumers (a few values per lane) where four of
-// them share the CTA, by the store warps elsewhere (sm90_consumers_count).
+// them share the CTA, by the store warps elsewhere (Sm90PagedForm::consumers_count).
+// Every choice by configuration comes from one table, Sm90PagedForm (paged_mqa_logits_sm90_form.cuh).
 //
 // A block-table slot past max_blocks, or an id outside [0, num_blocks), is never loaded: its live
 // logits are NaN, exactly as in the portable kernel.
@@ -29,6 +30,7 @@
 #include "mxfp4_e4m3.cuh"
 #include "numeric.cuh"
 #include "paged_mqa_logits_params.cuh"
+#include "paged_mqa_logits_sm90_form.cuh"
 #include "paged_mqa_logits_rows.cuh"
 #include "sm90_mqa_tile.cuh"
 
@@ -45,14 +47,13 @@ __device__ __forceinline__ int length_of_row(const int (&lens)[kNextN], int j) {
   return len;
 }
 
-// A block's head sums from the weights in registers or in shared memory, or zeros for an invalid
-// block (its values become NaN with the scale).
-template <class Tile, bool kRegisterWeights>
-__device__ __forceinline__ void block_head_sums(bool valid, const typename Tile::Acc& acc, const typename Tile::Weights& weights,
-                                                const float* shared_weights, int quad, typename Tile::Owned& sum) {
+// A block's head sums from the weights in registers or in shared memory (Sm90MqaTile::weight_of), or
+// zeros for an invalid block (its values become NaN with the scale).
+template <class Tile, class WeightSource>
+__device__ __forceinline__ void block_head_sums(bool valid, const typename Tile::Acc& acc, const WeightSource& weights, int quad,
+                                                typename Tile::Owned& sum) {
   if (valid) {
-    if constexpr (kRegisterWeights) Tile::head_sums(acc, weights, quad, sum);
-    else Tile::head_sums(acc, shared_weights, quad, sum);
+    Tile::head_sums(acc, weights, quad, sum);
   } else {
 #pragma unroll
     for (int n = 0; n < Tile::kOwned; ++n) sum[n] = 0.0f;
@@ -85,7 +86,7 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
   }
 }
 
-// kMxfp4: the MXFP4 cache and query (CONTRACT 2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
+// kMxfp4: the MXFP4 cache and query (contract §2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
 // query once per CTA into shared memory with its heads' factors folded into their weights, each block's
 // keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
 // math is the FP8 path's.
@@ -96,28 +97,29 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   constexpr int kN = Tile::kN;
   static_assert(kNextN <= kSm90MaxNextN, "next_n");
   constexpr int kKeyBytes = Tile::kKeyBytes;
-  // A consumer's rows of each block it takes (sm90_consumer_rows): all of them, or half where two
-  // consumers share every block. kTakers consumers take distinct blocks.
-  constexpr int kConsumerRows = sm90_consumer_rows(kNextN, kHeads, kMxfp4);
+  constexpr Sm90PagedForm kForm = sm90_paged_form(kNextN, kHeads, kMxfp4);
+  // A consumer's rows of each block it takes: all of them, or half where two consumers share every
+  // block. kTakers consumers take distinct blocks.
+  constexpr int kConsumerRows = kForm.consumer_rows;
   using ConsumerTile = Sm90MqaTile<kConsumerRows, kHeads, kHeadDim>;
   constexpr int kCN = ConsumerTile::kN;
-  constexpr int kRowGroups = kNextN / kConsumerRows;  // consumers per block
-  constexpr bool kOneTma = sm90_one_tma_per_block(kCN, kMxfp4);  // FP8: the keys and scales in one stage
+  static_assert(kCN == kForm.consumer_n, "one consumer's N");
+  constexpr int kRowGroups = kForm.consumers_per_block;
+  constexpr bool kOneTma = kForm.one_tma_per_block;  // FP8: the keys and scales in one stage
   constexpr int kStageBytes = kOneTma ? sm90_paged_stage_bytes(kHeadDim) : kKeyBytes;
-  constexpr int kSm90Consumers = sm90_consumers(kCN);
-  constexpr int kTakers = kSm90Consumers / kRowGroups;
-  constexpr int kSm90Stages = sm90_stages(kCN);
-  constexpr int kSm90Threads = sm90_threads(kCN);
-  constexpr bool kConsumersCount = sm90_consumers_count(kCN);
-  constexpr bool kDirectStores = sm90_direct_stores(kCN, kMxfp4);
+  constexpr int kSm90Consumers = kForm.consumers;
+  constexpr int kTakers = kForm.takers;
+  constexpr int kSm90Stages = kForm.stages;
+  constexpr int kSm90Threads = kForm.threads;
+  constexpr bool kConsumersCount = kForm.consumers_count;
+  constexpr bool kDirectStores = kForm.direct_stores;
   static_assert(kNextN % kConsumerRows == 0 && kSm90Consumers % kRowGroups == 0 && (kRowGroups == 1 || kDirectStores),
                 "whole row groups per block, each storing its own rows");
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram, 0, kMxfp4);
   static_assert(!kMxfp4 || kHeadDim == 128, "the MXFP4 path is built for D = 128");
-  constexpr int kMxfp4Round = kMxfp4 ? sm90_mxfp4_round(kNextN, kHeads) : kCN;
-  static_assert(!sm90_moves_registers(kNextN, kHeads, kMxfp4) ||
-                    sm90_handover_fits(kSm90Threads, sm90_producer_registers(kNextN, kMxfp4), kSm90Consumers,
-                                       sm90_consumer_registers(kNextN, kMxfp4)),
+  constexpr int kMxfp4Round = kForm.mxfp4_round;
+  static_assert(!kForm.moves_registers ||
+                    sm90_handover_fits(kSm90Threads, kForm.producer_registers, kSm90Consumers, kForm.consumer_registers),
                 "the setmaxnreg handover fits the launch's registers");
   using Store = LogitsStore<kOut>;
   const PagedMqaLogitsParams& p = params.p;
@@ -136,13 +138,12 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   // instead of adding up ahead of the first TMA (a short split's time is mostly that chain): the
   // split's block ids, one coalesced load by the producer warp (ids past the live blocks are read but
   // never used; read one by one ahead of each TMA, a load's latency per block would bound the stream),
-  // this thread's head weight, and the key tensor map. Not where the consumers take registers from the
-  // producer warpgroup (next_n 2 H 64, next_n 3 H 32, four consumers of MXFP4): their registers are at
-  // the limit. There, with these loads first (or the map prefetched before the barrier, or the stages
-  // filled early, below) ptxas spilled the block count at next_n 3 H 32 (6 % slower in long grids,
-  // device run 133), and next_n 2 H 64 measured 1-2 % slower in long grids (runs 131-132); so they come
-  // after the lengths there, as before.
-  constexpr bool kEarly = !sm90_moves_registers(kNextN, kHeads, kMxfp4);
+  // this thread's head weight, and the key tensor map (Sm90PagedForm::early_loads). Not where the
+  // consumers take registers from the producer warpgroup: their registers are at the limit, and with
+  // these loads first (or the map prefetched before the barrier, or the stages filled early, below)
+  // ptxas spilled the block count at next_n 3 H 32 and next_n 2 H 64 measured slower in long grids
+  // (docs/benchmarks/logits.md); there they come after the lengths.
+  constexpr bool kEarly = kForm.early_loads;
   constexpr int kIdsPerLane = kSm90MaxBlocksPerSplit / 32;
   static_assert(kSm90MaxBlocksPerSplit % 32 == 0, "whole block ids per lane");
   static_assert(kN <= kSm90Threads, "one weight per thread");
@@ -254,7 +255,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
   __syncthreads();
 
   if (warpgroup == kSm90Consumers) {
-    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_dec<sm90_producer_registers(kNextN, kMxfp4)>();
+    if constexpr (kForm.moves_registers) sm90::set_max_registers_dec<kForm.producer_registers>();
     if (producer_thread) {
       if constexpr (!kEarly && !kMxfp4) sm90::prefetch_tensor_map(&params.kv_map);
       if (!early) issue_query();
@@ -273,8 +274,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         // so that the consumer that refills it need not wait for the stores and the count. Unrolled, the
         // row of each value is known at compile time (its length a register, not a select over the rows)
         // and the values' loads, stores and bins interleave: one store warp per block in flight was the
-        // bound of the N = 192-256 kernels with the histogram (device run 202: their consumers waited for
-        // free score stages in 16 % of all samples).
+        // bound of the N = 192-256 kernels with the histogram (their consumers waited for free score
+        // stages in 16 % of all samples).
         float value[kNextN][2];
 #pragma unroll
         for (int j = 0; j < kNextN; ++j)
@@ -295,7 +296,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
     }
   } else {
-    if constexpr (sm90_moves_registers(kNextN, kHeads, kMxfp4)) sm90::set_max_registers_inc<sm90_consumer_registers(kNextN, kMxfp4)>();
+    if constexpr (kForm.moves_registers) sm90::set_max_registers_inc<kForm.consumer_registers>();
     const int lane = tid % 32;
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
@@ -306,10 +307,15 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
     const float* weights_s = sm.weights + row0 * kHeads;
     int row_lens[kConsumerRows];
 #pragma unroll
-    for (int j = 0; j < kConsumerRows; ++j) row_lens[j] = kRowGroups == 1 ? lens[j] : length_of_row(lens, row0 + j);
-    constexpr bool kRegisterWeights = sm90_register_weights(kConsumerRows, kHeads, kMxfp4);
+    for (int j = 0; j < kConsumerRows; ++j) row_lens[j] = length_of_row(lens, row0 + j);
+    constexpr bool kRegisterWeights = kForm.register_weights;
     typename ConsumerTile::Weights weights;
     if constexpr (kRegisterWeights) ConsumerTile::load_weights(weights, weights_s, quad);
+    // What the head sums read their weights from.
+    const auto& weight_source = [&]() -> const auto& {
+      if constexpr (kRegisterWeights) return weights;
+      else return weights_s;
+    }();
     typename ConsumerTile::Acc acc;
 #pragma unroll
     for (int c = 0; c < ConsumerTile::kChunks; ++c)
@@ -335,17 +341,16 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
       };
       // The FP8 stage is released as soon as the wgmma has read it, except where the accumulators and
-      // the weights fill the registers (four consumers): there it is released after the head sums
-      // (releasing it before them spilled 24-28 bytes and measured slower, device run 120; since the
-      // consumers store directly it no longer spills, and measured the same, run 165).
-      constexpr bool kLateRelease = !kMxfp4 && sm90_moves_registers(kNextN, kHeads, kMxfp4);
+      // the weights fill the registers (four consumers that move registers): there it is released after
+      // the head sums (Sm90PagedForm::late_release).
+      constexpr bool kLateRelease = kForm.late_release;
       // The two-consumer FP8 kernel of N 192 (n3 h64): the wgmma in two parts, the first query row and
       // the rest, the first part's head sums while the second part's wgmma runs
-      // (Sm90MqaTile::scores_and_head_sums). With only two consumers per SM the tensor pipe idles whenever
-      // both are in their epilogues (device run 208, n4 h64 B 32 x 32K: 48 % of the MMA rate, the consumers'
-      // top stall their wgmma's wait). Run 212: 0.90 of one wgmma; three parts of one row were 1.03 slower
-      // (run 209). n4 h64 gained 2 % so (run 209), 9 % more as four consumers of two rows (run 217).
-      constexpr bool kOverlap = !kMxfp4 && kSm90Consumers == 2 && kCN > 128;
+      // (Sm90MqaTile::scores_and_head_sums, Sm90PagedForm::overlapped_parts). With only two consumers per
+      // SM the tensor pipe idles whenever both are in their epilogues; three parts of one row each read
+      // the keys and issue a wgmma per part, which costs more than the overlap saves
+      // (docs/benchmarks/logits.md).
+      constexpr bool kOverlap = kForm.overlapped_parts;
       typename ConsumerTile::Owned sum;
       if constexpr (kMxfp4) {
         // The keys straight into the wgmma's A fragments (also for an invalid block: its values become
@@ -361,10 +366,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         // An invalid block's sums are of stale keys here and become NaN below; the stage is released once
         // the last part's wgmma has read it.
         static_assert(!kLateRelease, "the stage released inside the parts");
-        if constexpr (kRegisterWeights)
-          ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weights, quad, sum, read_scales_and_release);
-        else
-          ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weights_s, quad, sum, read_scales_and_release);
+        ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weight_source, quad, sum, read_scales_and_release);
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
@@ -373,7 +375,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
 
       if constexpr (kMxfp4Round == kCN && !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
-        block_head_sums<ConsumerTile, kRegisterWeights>(valid, acc, weights, weights_s, quad, sum);
+        block_head_sums<ConsumerTile>(valid, acc, weight_source, quad, sum);
       if constexpr (kLateRelease) read_scales_and_release();
 
       // Hand the scaled scores to the store warps, or store them (kDirectStores).

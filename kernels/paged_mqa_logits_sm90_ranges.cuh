@@ -1,6 +1,6 @@
 #pragma once
 // Paged MQA logits on Hopper over ranges: the four-consumer FP8 kernels that move registers
-// (sm90_takes_ranges: n2 h64, n3 h32). Where the host asks (PagedMqaLogitsSm90Params::ranges), one CTA
+// (Sm90PagedForm::has_ranges: n2 h64, n3 h32). Where the host asks (PagedMqaLogitsSm90Params::ranges), one CTA
 // per SM takes an even share of the B x width_blocks KV blocks, as DeepGEMM's persistent grid does. A
 // CTA's range may span several requests, one segment per request, streamed through one ring without
 // draining between them. Otherwise the common kernel (paged_mqa_logits_sm90.cuh) runs unchanged.
@@ -9,7 +9,7 @@
 // descriptors stay constant), the weights in registers, the register handover. Around it:
 // - warp 0 is the producer thread alone: one TMA per block (keys and scales) from a ring of ids;
 // - warp 2 stages the ids, 64 at a time in two buffers, a chunk ahead, checked against the pool; the
-//   issuing thread never shares its warp with threads that wait (runs 192-196: sharing it cost 7 %);
+//   issuing thread never shares its warp with threads that wait (sharing it cost 7 %);
 // - warp 1 writes each segment's weights and loads its query once the consumers have finished the last
 //   segment (q_empty), while the producer thread already streams the new segment's blocks: one query
 //   load per request change is the only bubble;
@@ -66,14 +66,15 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
   constexpr int kN = Tile::kN;
   constexpr int kKeyBytes = Tile::kKeyBytes;
   constexpr int kStageBytes = sm90_paged_stage_bytes(kHeadDim);  // FP8: the keys and their scales
-  constexpr int kConsumers = sm90_consumers(kN);
-  constexpr int kStages = sm90_stages(kN);
-  constexpr int kThreads = sm90_threads(kN);
-  static_assert(kConsumers == 4 && sm90_takes_ranges(kNextN, kHeads, false) && sm90_one_tma_per_block(kN, false),
+  constexpr Sm90PagedForm kForm = sm90_paged_form(kNextN, kHeads, false);
+  constexpr int kConsumers = kForm.consumers;
+  constexpr int kStages = kForm.stages;
+  constexpr int kThreads = kForm.threads;
+  static_assert(kForm.consumer_n == kN && kConsumers == 4 && kForm.has_ranges && kForm.one_tma_per_block,
                 "n2 h64 and n3 h32, FP8: one TMA per block");
   // Taking ranges implies both: the consumers take registers from the producer warpgroup and hold
   // their weights in them.
-  static_assert(sm90_moves_registers(kNextN, kHeads, false) && sm90_register_weights(kNextN, kHeads, false), "registers");
+  static_assert(kForm.moves_registers && kForm.register_weights, "registers");
   constexpr Sm90Layout kLayout = sm90_layout(kNextN, kHeads, kHeadDim, kHistogram);
   constexpr int kIdChunk = 64;  // block ids staged at a time by the producer warp
   const PagedMqaLogitsParams& p = params.p;
@@ -110,7 +111,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
   __syncthreads();
 
   if (warpgroup == kConsumers) {
-    sm90::set_max_registers_dec<sm90_producer_registers(kNextN, false)>();
+    sm90::set_max_registers_dec<kForm.producer_registers>();
     const int warp = (tid / 32) % 4;
     if (warp == 0) {  // the producer thread: the blocks of every segment, one ring across them
       if (lane == 0) {
@@ -202,7 +203,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
       }
     }
   } else {
-    sm90::set_max_registers_inc<sm90_consumer_registers(kNextN, false)>();
+    sm90::set_max_registers_inc<kForm.consumer_registers>();
     const int quad = lane % 4;
     const int key0 = 16 * ((tid % 128) / 32) + lane / 4;  // this thread's keys: key0 and key0 + 8
     const int owned_key = Tile::owned_key(quad, key0);     // the key of its values after the head sums
@@ -237,7 +238,7 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
         const bool valid = sm.invalid[stage] == 0;
         Tile::scores(acc, sm.k + stage * kStageBytes, sm.q);
         typename Tile::Owned sum;
-        block_head_sums<Tile, true>(valid, acc, weights, sm.weights, quad, sum);
+        block_head_sums<Tile>(valid, acc, weights, quad, sum);
         // As the common kernel where the weights are in registers: the stage released after the head sums.
         float scale = 0.0f;  // of this lane's key (Tile::owned_key)
         if (valid) scale = *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key));

@@ -178,9 +178,9 @@ struct Sm90MqaTile {
   // chunk of N columns as one wgmma and commit group, the later chunks as another, and the first chunk's
   // head sums while the later chunks' wgmma runs, shortening one consumer's chain of wgmma then epilogue.
   // Two wgmma per block, so the keys are read from shared memory twice, not once per chunk (at N = 192,
-  // three groups of one row each were 3 % slower, device run 209). The paged kernel uses it where only two
-  // consumers share the SM at N = 192; where four overlap each other's epilogues (N = 96..128) it
-  // measured no gain (run 174). The sums are added in head_sums' order and a column's dot does not depend
+  // three groups of one row each were 3 % slower). The paged kernel uses it where only two consumers
+  // share the SM (N = 192); where four overlap each other's epilogues (N = 96..128) it gained nothing
+  // (docs/benchmarks/logits.md, "Tried and not kept"). The sums are added in head_sums' order and a column's dot does not depend
   // on the wgmma's width: the same bits. `released` runs once the last wgmma has read the stage.
   template <class WeightSource, class Released>
   __device__ __forceinline__ static void scores_and_head_sums(Acc& acc, const unsigned char* k_stage, const unsigned char* q_s,
@@ -236,7 +236,7 @@ struct Sm90MqaTile {
   }
 
   // The register-fragment form where N's accumulators and the fragments together do not fit the
-  // registers (sm90_mxfp4_round: next_n 4, N = 128 with four consumers, N = 256 with two): the columns in
+  // registers (Sm90PagedForm::mxfp4_round: next_n 4, N = 128 with four consumers, N = 256 with two): the columns in
   // rounds of kRound, each its own wgmma over the same fragments followed by its query rows' head sums,
   // so that one round's accumulators are live at a time. Rows never span rounds (kRound % kHeads == 0),
   // so every sum runs in head_sums' order: the same bits.

@@ -143,10 +143,10 @@ struct RingCursor {
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
 // Until at most kPending of this warpgroup's committed wgmma groups are still running.
 template <int kPending>
 __device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 // The same, not before `after` is computed: ptxas schedules a wait as early as its operands allow (it
 // has none), which sank the work meant to overlap the pending wgmma below it. A warp-uniform branch on
 // `after` (always taken: no FP32 operation yields that NaN pattern; the other arm waits just the same)

@@ -1,5 +1,5 @@
 #pragma once
-// Building blocks of the exact top-k selector (CONTRACT 4), shared by its kernels: the stored dtype's
+// Building blocks of the exact top-k selector (contract §4), shared by its kernels: the stored dtype's
 // order-preserving keys, the threshold search over bin counts, the radix refinement of the threshold bin
 // and the output stage. The select passes themselves live in the selectors (topk_split.cuh,
 // topk_filter.cuh, topk_resident.cuh, topk_register.cuh).
@@ -115,7 +115,7 @@ __device__ __forceinline__ int selector_bin_or_nan_slot(typename In::Raw x) {
 
 struct TopkSmem {
   int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
-  // Bin counts of this CTA's columns (selector bins, CONTRACT bins never: those come from global
+  // Bin counts of this CTA's columns (selector bins, contract bins never: those come from global
   // memory); later the narrowing and refinement digit counts.
   int hist[kCoarseBins];
   union {
@@ -143,7 +143,7 @@ __device__ __forceinline__ int clamped_row_length(const TopkParams& p, long long
   return static_cast<int>(len);
 }
 
-// Row r's live length (CONTRACT 1; under DCP this rank's share of it), clamped to [0, width].
+// Row r's live length (contract §1; under DCP this rank's share of it), clamped to [0, width].
 __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r) {
   return clamped_row_length(p, p.lengths_next_n == 0 ? p.lengths[r]
                                                      : static_cast<long long>(p.lengths[r / p.lengths_next_n]) -
@@ -261,7 +261,7 @@ __device__ __forceinline__ float bound_value(unsigned int b) {
   return b <= In::kMinKey ? -__int_as_float(0x7f800000) : In::value(In::from_key(b));
 }
 
-// For a CONTRACT coarse bin: two warps search the key -> bin map.
+// For a contract coarse bin (§3): two warps search the key -> bin map.
 template <class In, class Smem>
 __device__ KeyBounds coarse_key_bounds(int bin_t, Smem& sm) {
   const int warp = threadIdx.x >> 5;
@@ -361,7 +361,7 @@ __device__ __forceinline__ int count_below(const int* a, int n, int x) {
   return lo;
 }
 
-// Row r's window start (CONTRACT 4 with row_starts): clamped to [0, len], so a start at or past the
+// Row r's window start (contract §4 with row_starts): clamped to [0, len], so a start at or past the
 // row's end leaves an empty window.
 __device__ __forceinline__ int topk_row_start(const TopkParams& p, int r, int len) {
   return p.row_starts == nullptr ? 0 : min(max(p.row_starts[r], 0), len);

@@ -1,9 +1,9 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of rows whose segment per CTA is too long for shared memory, one row per
+// Exact top-k (contract §4) of rows whose segment per CTA is too long for shared memory, one row per
 // cluster of kCluster CTAs (kCluster = 1: no cluster features, the form for large batches and sm_80).
 // Such a row is read from global memory, so its time is the passes over it: this selector usually makes
 // one, at few instructions per logit.
-//   1. A cutoff before any pass: the given CONTRACT 3 histogram's threshold bin as a key interval
+//   1. A cutoff before any pass: the given contract §3 histogram's threshold bin as a key interval
 //      [lo, hi); without one, a sample of the row (the cluster's samples summed) places lo so that about
 //      (k + kFilterCandidates) / 2 columns pass, and hi so that about k / 2 do.
 //   2. The filter pass streams the segment with 16-byte loads, four in flight per thread. A vector
@@ -171,7 +171,7 @@ __device__ void topk_filter(const TopkParams& p) {
   auto stream = [&](auto&& body) {
     constexpr int kUnroll = 4;
     constexpr int kStep = kUnroll * kThreads;  // vectors per iteration (32 KiB)
-    // (An L2 bulk prefetch two iterations ahead was measured slower: device run 79.)
+    // (An L2 bulk prefetch two iterations ahead is slower: docs/benchmarks/topk.md.)
     int v = threadIdx.x;
 #pragma unroll 1
     for (; v + (kUnroll - 1) * kThreads < vectors; v += kStep) {
@@ -212,19 +212,19 @@ __device__ void topk_filter(const TopkParams& p) {
   } else if (len - from >= kCluster * kTopkFilterSampleColumns) {
     // The cutoff: the key at or above which about (k + kFilterCandidates) / 2 of the row's columns lie,
     // estimated from a sample spread evenly over the segment: rounds of 8 logits per thread, one per 64K
-    // columns (at most 4), so that about 200 sampled logits pass (with 48, 1-3 rows in 128 missed, device
-    // run 28). Counted in selector bins (1024: two per thread, so that a cluster sums them with one
-    // remote load per CTA; summing 4096 fine bins cost 4096 remote loads per CTA and made a sampled row in
-    // a cluster of 4 or 8 several times slower than one with a histogram, device runs 78-79), and placed
-    // inside the threshold bin by linear interpolation (keys are linear in the value within a bin);
-    // kMinKey when the sample holds fewer.
+    // columns (at most 4), so that about 200 sampled logits pass (with 48, 1-3 rows in 128 miss the
+    // interval and take another pass). Counted in selector bins (1024: two per thread, so that a cluster
+    // sums them with one 8-byte remote load per thread and CTA; summing 4096 fine bins costs 4096 remote
+    // loads per CTA and makes a sampled row in a cluster of 4 or 8 several times slower than one with a
+    // histogram), and placed inside the threshold bin by linear interpolation (keys are linear in the
+    // value within a bin); kMinKey when the sample holds fewer.
     // Every CTA of a cluster must reach the same cutoff, so the sample's size comes from the row
     // (per_cta), not from this CTA's segment (the last one may be shorter and cross a 64K boundary).
     const int rounds = static_cast<int>(min(4ll, max(1ll, (per_cta + 65535) / 65536)));
     const int per_thread = (8 / kPer) * rounds;
     // The sample is read in runs of 8 vectors (128 bytes, whole memory sectors) spread evenly: single
-    // 16-byte vectors spread as widely cost the DRAM bursts around them too (device run 80: a sampled
-    // row took 40 % longer than one with a histogram).
+    // 16-byte vectors spread as widely cost the DRAM bursts around them too (a sampled row then takes
+    // 40 % longer than one with a histogram).
     constexpr int kRun = 8;
     const int runs = kThreads * per_thread / kRun;
     const int step = max(kRun, vectors / runs / kRun * kRun);  // vectors from one run to the next

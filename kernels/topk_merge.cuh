@@ -1,6 +1,6 @@
 #pragma once
-// The exact top-k of the union of candidate lists, one row per CTA (CONTRACT 4's rules; decode context
-// parallel, issue 16): each of `lists` ranks brings up to k_in (value, global position) pairs of a row,
+// The exact top-k of the union of candidate lists, one row per CTA (contract §4's rules; decode context
+// parallel, dcp.hpp): each of `lists` ranks brings up to k_in (value, global position) pairs of a row,
 // its local top-k, and the row's top-k of their union is written in ascending position order, as
 // topk() writes a row. Larger values first, -0 equal to +0, NaN and negative positions never taken,
 // equal values to the lower position; -1 pads.

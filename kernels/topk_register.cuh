@@ -1,5 +1,5 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of an FP32 row held in registers: one CTA per row, kColumns logits per
+// Exact top-k (contract §4) of an FP32 row held in registers: one CTA per row, kColumns logits per
 // thread in 16-byte vectors (16: rows of 8K with 512 threads, 16K with 1024). A short row's time is its
 // fixed cost, a chain of dependent latencies and barriers, so this selector keeps the chain short:
 //   1. The row's vectors are requested as soon as its address is known, the length alongside (a decode
@@ -14,19 +14,15 @@
 //   3. Output: vector v of thread t holds columns from + (v * kThreads + t) * kPer + [0, kPer) (so each
 //      load is coalesced), the counts of a thread's vectors, packed 16 bits each into one word, are
 //      placed in column order by one block scan. When only some columns of the last key are needed,
-//      the same scan over that key's columns picks the lowest first. Ascending columns, the same bytes
+//      a second scan of that form over that key's columns picks the lowest first. Ascending columns, the same bytes
 //      as every selector. A decode row's winners are stored predicated per element.
-// Measured on the H200 (docs/device-runs.md): faster than the resident selector for FP32 rows (runs
-// 60-65: 1 x 8K 9.3 -> 8.2 us, 512 x 8K 24.0 -> 19.9); the predicated stores 8.5 -> 7.6 (run 141), the
-// digit found from group counts and the bins' barrier before the length is used 7.46 -> 7.04 (run
-// 143), the threshold bin found from group counts and the output scan's last barrier dropped 7.26 ->
-// 7.04 (run 144); SGLang topk_v2 6.4 in the same call as ours 7.2 (run 145). FP16/BF16 rows stay on the resident one (a register form was 1 us slower there in run 60, as
-// fast in run 65: their frequent ties). Tried and slower: each thread owning 16 consecutive columns
-// (uncoalesced loads) and a threshold search with one barrier (run 61), ranking a threshold bin of few
-// keys each against all instead of a digit round (run 65), by one warp (run 136), and 8192 finer bins
-// whose threshold bin (about 22 keys) is listed and ranked one key per warp (runs 139-140: 10 % slower,
-// 20 % at 16K; the list's shared-memory atomics and the per-warp work of 16-32 warps cost more than the
-// digit round they replace).
+// Faster than the resident selector for FP32 rows (1 x 8K 9.3 -> 8.2 µs, 512 x 8K 24.0 -> 19.9 on the
+// H200). FP16/BF16 rows stay on the resident selector: their frequent ties make a register form no
+// faster there. Ranking the threshold bin's few keys instead of a digit round (each against all, by
+// one warp, or in 8192 finer bins listed and ranked per warp) is slower: the ranking's dependent chain,
+// or the list's shared-memory atomics and a search of 8192 bins by every warp, cost more than the digit
+// round. Numbers and the other variants measured: docs/benchmarks/topk.md; the design:
+// docs/design/topk-selectors.md.
 #include "block_scan.cuh"
 #include "grid_dependency.cuh"
 #include "topk_common.cuh"
@@ -289,7 +285,7 @@ __device__ void topk_register(const TopkParams& p) {
   // values are asked for, each element's store is predicated on its bit, unrolled: a few instructions a
   // winner. The general loop maps every winner through output_index, whose mode branches and parameter
   // loads run per winner; with every warp of the CTA in this phase at once, its instructions are what the
-  // write-out costs (2-3K cycles of an 8K row's 11.5K, phase trace run 138).
+  // write-out costs (about a fifth of an 8K row's cycles).
   if (values == nullptr && !p.relative && p.dcp_ranks <= 1 && p.slot_table == nullptr) {  // block-uniform
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {

@@ -1,5 +1,5 @@
 #pragma once
-// Exact top-k (CONTRACT 4) of rows whose segment per CTA stays in shared memory (kStages *
+// Exact top-k (contract §4) of rows whose segment per CTA stays in shared memory (kStages *
 // kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA with 512 threads, twice that in the
 // 1024-thread form), one row per cluster of kCluster CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
 // few barriers (topk_split.cuh streams longer rows):
@@ -115,11 +115,11 @@ __device__ void rank_candidates(int size, int need, unsigned long long lo, unsig
 
 // A single CTA's few candidates (at most kThreads / kPairwiseGroup) are ranked each against all, by
 // key and then column, a group of at least kPairwiseGroup threads per candidate: one barrier, where
-// digit rounds (rank_candidates) cost four each and the one-warp form was a long dependent chain (3.6K
-// of 16.3K cycles at 1 x 8K FP32, device run 40). Clusters keep the digit rounds: gathering keys and
-// columns to the leader for a pairwise ranking there (run 41), or each CTA ranking its own against the
-// others' buffers through distributed shared memory (run 44: 1 x 128K FP32 14.8 -> 21.3 us, remote
-// loads in a dependent loop), were both slower.
+// digit rounds (rank_candidates) cost four each and a one-warp ranking is a long dependent chain (a
+// fifth of an 8K FP32 row's cycles). Clusters keep the digit rounds: a pairwise ranking on the leader
+// after gathering keys and columns, or each CTA ranking its own against the others' buffers through
+// distributed shared memory (remote loads in a dependent loop), are both slower
+// (docs/benchmarks/topk.md, "Tried and not kept").
 constexpr int kPairwiseGroup = 4;
 
 // Marks in the bitmap `above` each of the first `size` (need < size <= kThreads / kPairwiseGroup)
@@ -277,8 +277,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     } else {
       // A reduce-scatter, then an all-gather, both through st.async: CTA q sums the totals of groups
       // [q * kSlice, (q + 1) * kSlice) over the cluster and sends the sums to every CTA. Each CTA reads
-      // 2 * kThreads words remotely where every CTA reading every total took kCluster * kThreads (device
-      // run 103: 4.9K cycles at 16 CTAs, the request rate of distributed shared memory).
+      // 2 * kThreads words remotely where every CTA reading every total takes kCluster * kThreads (4.9K
+      // cycles at 16 CTAs, bound by the request rate of distributed shared memory, against 1.6K).
       const int j = static_cast<int>(threadIdx.x) % kSlice, owner = static_cast<int>(threadIdx.x) / kSlice;
       cluster::wait();  // every CTA's mbarriers are initialised
       if (owner == rank) sm.group_total[rank * kSlice + j] = total;
@@ -607,11 +607,9 @@ __device__ void topk_resident(const TopkParams& p) {
   if constexpr (kCluster > 1) {
     const int rank = static_cast<int>(cluster::rank());
     constexpr int kPer = TopkTile<TopkInput<kIn>, kThreads>::kPer;
-    // The crossover, measured at a 256K width (device run 91, whose notes were lost with its session;
-    // run 92 measured the choice at 4K-24K, docs/device-runs.md), us, one CTA / the cluster: FP32 1 row
-    // 4K 7.9 / 11.8, 12K 11.6 / 12.1, 16K 12.6 / 12.1; 8 rows (the 1024-thread form in clusters of 8)
-    // 12K 13.1 / 13.3, 16K 14.3 / 14.1; FP16 1 row 16K 11.0 / 12.8, 24K 12.9 / 12.8; 8 rows 16K 11.1 /
-    // 10.8. So up to 12K FP32 or 16K 16-bit logits.
+    // The crossover at a 256K width, one CTA against the cluster: FP32 1 row 12K 11.6 / 12.1 µs, 16K
+    // 12.6 / 12.1; FP16 1 row 16K 11.0 / 12.8, 24K 12.9 / 12.8. So up to 12K FP32 or 16K 16-bit logits
+    // (docs/benchmarks/topk.md, "One CTA inside a cluster launch").
     constexpr int kBuffer = kStages * kStageVectors * kPer;
     constexpr int kLimit = kIn == LogitsOut::f32 ? 12288 : 16384;
     constexpr int kOneCta = kBuffer < kLimit ? kBuffer : kLimit;

@@ -3,7 +3,7 @@
 // given, or a given one did not add up). Plain C++ on order-preserving keys (topk_common.cuh's
 // TopkInput::key), shared by the device code and the host checks; no includes, so NVRTC compiles it.
 //
-// Unlike the contract's coarse bins (CONTRACT 3), a selector bin is a shift and a clamp of the key, and
+// Unlike the contract's coarse bins (contract §3), a selector bin is a shift and a clamp of the key, and
 // its key interval is closed-form, so the select pass needs no search for it:
 //   FP32 and BF16 (a BF16 key is the top 16 bits of the FP32 key): bins 0..511 hold the scores >= +0,
 //   from the largest; 512..1023 the negative ones, -inf last. The bin is the magnitude's exponent and its

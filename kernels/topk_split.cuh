@@ -1,16 +1,16 @@
 #pragma once
-// Exact top-k of a logits row (CONTRACT 4), one row per cluster of kCluster CTAs (kCluster = 1: one
+// Exact top-k of a logits row (contract §4), one row per cluster of kCluster CTAs (kCluster = 1: one
 // CTA per row, no cluster features, the form for large batches and for sm_80). A radix select: bin
 // counts first, then the stored dtype's exact key bits.
 //
 //   The row is split into kCluster segments, one per CTA. A CTA's segment passes through shared memory
 //   by cp.async (TopkTile): resident when it fits kStages stages, else streamed through the buffer's two
 //   halves.
-//   1. Bin counts: the row's CONTRACT 3 histogram from the logits kernel, or the selector's own bins
+//   1. Bin counts: the row's contract §3 histogram from the logits kernel, or the selector's own bins
 //      (topk_selector_bins.cuh: a shift of the key) counted here and summed over the cluster through
 //      distributed shared memory. The threshold bin T is the bin where the running count reaches k.
 //   2. Select pass: T becomes a key interval (closed-form for a selector bin, a 32-way warp search over
-//      the monotone key -> bin map for a CONTRACT bin), so the pass compares keys. Columns above the
+//      the monotone key -> bin map for a contract bin), so the pass compares keys. Columns above the
 //      interval are listed, those in it are kept with their keys as candidates, both in column order.
 //      Positions come from warp and block prefix sums, never from atomic arrival order, so the output
 //      bytes are deterministic, and the same for every kCluster. With a given histogram the pass
@@ -118,7 +118,7 @@ __device__ void select_tile(const TopkTile<In>& t, float above_at, float candida
 // The caller selects every column at or above it and keeps the result only if between k and
 // kTopkCandidates columns qualify; any cutoff gives the exact answer, a good one saves passes. The
 // sample grows with the row so that about 200 sampled logits pass the cutoff: with 48 (a fixed
-// 4096-logit sample of a 256K row) 1-3 rows in 128 missed the window (run 28), and a missed row streams
+// 4096-logit sample of a 256K row) 1-3 rows in 128 miss the window, and a missed row streams
 // its row three more times on one CTA, which then decides the kernel's time. Every thread of the block
 // must call it.
 template <class In>

@@ -159,7 +159,7 @@ MqaLogitsLaunch prepare_mqa_logits(std::string_view op, const MqaLogitsCall& cal
   // Grid: token groups (x) by key splits (y, at most 65535). Splits only where the groups alone give
   // fewer than four CTAs per SM: every CTA pays its prologue (the Q load, the ring's first fill) and
   // adds its histogram counts (G x 1024 bins) to the global one at its end, so fewer CTAs per group do
-  // less of both (run 56: the same speed as splits of up to 256 tiles). A split holds at least 32 tiles.
+  // less of both (measured as fast as splits of up to 256 tiles). A split holds at least 32 tiles.
   encode_tensor_maps(launch.sm90_params, call.config.heads, call.config.head_dim);
   const std::int64_t tokens_per_cta = kernels::mqa_sm90_tokens(call.config.heads);
   const std::int64_t groups = (call.params.tokens + tokens_per_cta - 1) / tokens_per_cta;

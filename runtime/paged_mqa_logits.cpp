@@ -37,7 +37,7 @@ bool portable_forced_by_environment() {
 namespace {
 bool sm90_arch(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
 
-// The MXFP4 configurations the kernels are built for (issue 15: what DeepSeek-V4 Flash runs).
+// The MXFP4 configurations the kernels are built for (what the DeepSeek-V4 Flash indexer runs).
 bool mxfp4_supported(int next_n, int heads, int head_dim) {
   return next_n >= 1 && next_n <= 4 && (heads == 32 || heads == 64) && head_dim == 128;
 }
@@ -50,10 +50,9 @@ bool sm90_builds(const PagedMqaLogitsConfig& c) {
 }  // namespace
 
 // `automatic` takes the sm90 kernel wherever it builds, the MXFP4 cache included (its form converts the
-// cache to E4M3 in shared memory: 42x the portable kernel at B 64 x 64K, run 116). Run 120's DecodePlan
-// mismatch on 11-block CTAs came from inexact test inputs: with exact ones every sm90 configuration
-// passes with 16-block CTAs, the logits bytes do not depend on the split (runs 126, 129), and the plan
-// tests pass on it (run 137).
+// keys to E4M3 straight into the wgmma's register fragments: about 40x the portable kernel at B 64 x 64K,
+// docs/design/mxfp4.md). Its logits bytes do not depend on the split (CTAs of 1-256 blocks, FP8 and
+// MXFP4), which the GPU tests check.
 PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
   PagedMqaLogitsConfig c = *this;
   if (c.variant == PagedMqaLogitsVariant::automatic)
@@ -144,8 +143,9 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
   spec.variant = static_cast<int>(c.variant);
   if (sm90) {
     const bool mxfp4 = c.kv == KvFormat::mxfp4;
-    spec.threads = kernels::sm90_threads(kernels::sm90_consumer_n(c.next_n, c.heads, mxfp4));
-    const bool ranges = kernels::sm90_takes_ranges(c.next_n, c.heads, mxfp4);  // a ranges form besides the common kernel
+    const kernels::Sm90PagedForm form = kernels::sm90_paged_form(c.next_n, c.heads, mxfp4);
+    spec.threads = static_cast<unsigned>(form.threads);
+    const bool ranges = form.has_ranges;  // a ranges form besides the common kernel
     spec.smem_bytes = static_cast<unsigned>(kernels::sm90_layout(c.next_n, c.heads, c.head_dim, c.histogram, 0, mxfp4).bytes);
     spec.source = fmt::format(
         "// {key}\n"

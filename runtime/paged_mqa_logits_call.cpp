@@ -49,8 +49,8 @@ void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLog
     const std::int64_t block_stride =
         p.num_blocks > 1 ? p.kv_block_stride : (64 * (c.head_dim + 4) + 15) / 16 * 16;  // one block: any stride
     // The rows behind a block's 64 keys are its 64 FP32 scales (256 bytes): the kernels that take one
-    // TMA per block fetch both (kernels::sm90_one_tma_per_block).
-    const bool one_tma = kernels::sm90_one_tma_per_block(kernels::sm90_consumer_n(c.next_n, c.heads), false);
+    // TMA per block fetch both (kernels::Sm90PagedForm::one_tma_per_block). Only FP8 calls have maps.
+    const bool one_tma = kernels::sm90_paged_form(c.next_n, c.heads, false).one_tma_per_block;
     const cuuint32_t rows = static_cast<cuuint32_t>(64 + (one_tma ? 256 / c.head_dim : 0));
     const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), rows,
                                 static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
@@ -220,8 +220,8 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
                                                            kernel.ctas_per_sm, sm90_max_blocks_per_split(kernel.ctas_per_sm)));
   // Where the splits need more than one wave, one wave of CTAs (one per SM) covers an even share of the
   // B x width blocks instead, if the kernel takes ranges: nothing drains between a CTA's requests and no
-  // last wave runs part-full (DeepGEMM's persistent grid). Run 196: 2-6 % faster than full waves of
-  // such ranges at n2 H 64 and n3 H 32 from B 64 x 64K on.
+  // last wave runs part-full (DeepGEMM's persistent grid). One CTA per SM was 2-6 % faster than full
+  // waves of shorter ranges at n2 H 64 and n3 H 32 from B 64 x 64K on (docs/design/logits-sm90.md, "Grids").
   const unsigned slots = static_cast<unsigned>(kernel.multiprocessors * kernel.ctas_per_sm);
   if (takes_ranges(launch, call) && static_cast<std::int64_t>(launch.grid_x) * launch.grid_y > slots) set_ranges(launch, slots);
   return launch;
@@ -238,7 +238,7 @@ void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall
 
 bool takes_ranges(const PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call) {
   return launch.sm90 && launch.sm90_params.p.rows_per_request == 1 &&  // not flattened into next_n = 1 rows
-         kernels::sm90_takes_ranges(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4);
+         kernels::sm90_paged_form(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4).has_ranges;
 }
 
 void set_ranges(PagedMqaLogitsLaunch& launch, unsigned ctas) {

@@ -7,28 +7,28 @@
 // B = 64, L = 32K, H = 32, three CTAs per SM, eight splits of 64 blocks ran 512 CTAs on 396 slots, two
 // waves of 64 blocks, where twelve splits of 43 run two waves of 43). A grid of more than 8 waves even
 // at 64 blocks per CTA keeps 64: there the CTAs' jitter evens the tail out and more, shorter CTAs
-// measured no faster (run 118: 8 % slower at B = 128, L = 128K, next_n 2, H 64).
+// measured no faster (8 % slower at B = 128, L = 128K, next_n 2, H 64; docs/benchmarks/logits.md).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 
+#include "../kernels/paged_mqa_logits_sm90_form.cuh"
+
 namespace flash_indexer {
 
 // A CTA's own work (its query and weights, the pipeline's fill and drain) in KV blocks' worth: hidden
-// behind another CTA where the SM holds two or more, exposed where it holds one (run 118: at one CTA
-// per SM, halving the CTAs of B = 1 took 16-20 % off).
+// behind another CTA where the SM holds two or more, exposed where it holds one (at one CTA per SM,
+// halving the CTAs of B = 1 took 16-20 % off).
 constexpr std::int64_t sm90_cta_fixed_blocks(int ctas_per_sm) { return ctas_per_sm >= 2 ? 2 : 8; }
 constexpr std::int64_t kSm90MaxRoundedWaves = 8;
 
 // Whether the producer issues the query and fills its first stages before the CTA's barrier
 // (PagedMqaLogitsSm90Params::fill_before_barrier; kernels whose consumers move registers never do,
-// paged_mqa_logits_sm90.cuh says why). Device runs 130-135 (H200, FP32 logits, cold L2): before is
-// 2-8 % faster wherever a CTA's setup latency shows (B 1-8: next_n 1 H 64 B 1 x 32K 8.67 -> 8.06 us,
-// next_n 2 H 32 B 1 x 32K 8.96 -> 8.22) and neutral in the large grids of two CTAs per SM, but it was
-// 3-6 % slower in grids of several waves at one CTA per SM (next_n 2 H 64 B 64 x 128K 353 -> 374, run
-// 131, before that kernel lost the early code), for a reason the code does not show (its consumer and
-// store-warp SASS were alike). So one CTA per SM (next_n 4 H 32, N 192-256) fills early only in a grid
-// of one wave.
+// paged_mqa_logits_sm90.cuh says why). Filling before the barrier is 2-8 % faster wherever a CTA's
+// setup latency shows (B 1-8) and neutral in the large grids of two CTAs per SM, but it was 3-6 % slower
+// in grids of several waves at one CTA per SM, for a reason the code does not show (its consumer and
+// store-warp SASS were alike); docs/benchmarks/logits.md has the numbers. So one CTA per SM (next_n 4
+// H 32, N 192-256) fills early only in a grid of one wave.
 constexpr bool sm90_fill_before_barrier(std::int64_t ctas, int multiprocessors, int ctas_per_sm) {
   return ctas_per_sm >= 2 || ctas <= multiprocessors;
 }
@@ -70,17 +70,14 @@ inline int sm90_blocks_per_split(std::int64_t width_blocks, std::int64_t batch, 
 // Whether an FP8 call of next_n >= 2 runs as B * next_n query rows of the next_n = 1 kernel, each row
 // reading its request's blocks (as DeepGEMM runs next_n 3 and 4), instead of one CTA computing all
 // next_n rows of a block. Where few blocks meet a wide N = next_n * H, the one-wave grid of the N-wide
-// kernel is latency: a CTA's one or two consumers run every row's wgmma and head sums of a block in turn
-// (at B 1 x 32K, n4 h64, 2.6 µs from the last block's arrival to the CTA's end, run 184), while the
-// flattened rows spread them over more CTAs and SMs and read the shared blocks through L2. Measured (run
-// 189, H200, cold L2, `bench logits --next-n 2,3,4 --batch 1,8,32`, flattened / native): H 64 0.87-0.98 at
-// B 1 (n2-n3 every L to 128K, n4 to 64K) and at B 8 x 8K; from B * next_n * width_blocks = 8192 on 1.05-1.32
-// (B 1 n4 128K 1.05, B 8 n2 32K 1.13). H 32 gains only at next_n 3 (four consumers, one CTA per SM) up
-// to 32K, 0.95-0.99; next_n 2 and 4 lose from 32K (1.04-1.29).
+// kernel is latency: a CTA's one or two consumers run every row's wgmma and head sums of a block in turn,
+// while the flattened rows spread them over more CTAs and SMs and read the shared blocks through L2.
+// Where it pays, by configuration and size, is Sm90PagedForm::flatten_max_row_blocks
+// (docs/benchmarks/logits.md has the measurements).
 constexpr bool sm90_flattened(int next_n, int heads, bool mxfp4, std::int64_t batch, std::int64_t width_blocks) {
-  const std::int64_t row_blocks = batch * next_n * width_blocks;
-  if (mxfp4 || next_n < 2 || batch * next_n > 65535) return false;
-  return heads == 64 ? row_blocks <= 6144 : heads == 32 && next_n == 3 && row_blocks <= 1536;
+  const int max_row_blocks = kernels::sm90_paged_form(next_n, heads, mxfp4).flatten_max_row_blocks;
+  if (max_row_blocks == 0 || batch * next_n > 65535) return false;
+  return batch * next_n * width_blocks <= max_row_blocks;
 }
 
 }  // namespace flash_indexer

@@ -1,5 +1,5 @@
 #pragma once
-// Argument checks shared by the ops' validation functions. Each throws Error
+// Argument checks shared by the ops' validation functions. Each throws ArgumentError
 // "<op>: <argument>: expected <what>, got <value>".
 //
 // rank() is the first structural check of every tensor: besides the number of dimensions it rejects

@@ -110,22 +110,15 @@ std::vector<TopkConfig> supported_topk_configs(const Arch& arch) {
 // Smallest row segment per CTA worth a cluster split (columns of the widest row).
 constexpr std::int64_t kTopkMinSegment = 4096;
 // Clusters of 4 or 8 only while they fill at most this share of the SMs; 2 while the grid fits in
-// one wave; then 1. Measured on the H200 (docs/device-runs.md, run 14, `flash-indexer bench topk
-// --rows 8,16,24,32 --lengths 131072 --k 2048 --split 1,2,4,8`, and the grid of run 14), k = 2048,
-// 128K columns, microseconds for FP32 / FP16 with the histogram given:
-//   rows  split 1      2      4      8
-//      8   50.6/48.0  32.2/30.1  22.2/20.7  18.1/16.5
-//     16   50.8/47.9  32.2/30.0  22.7/20.6  29.2/26.3
-//     24   51.0/48.1  32.5/30.1  23.3/21.2  30.2/27.3
-//     32   51.0/48.1  32.5/30.2  37.8/34.7  40.8/37.0
-// (64 rows: split 2 beats 1 and 4; 128 rows: split 1 beats 2.) A cluster of 4 or 8 that would fill
-// more than about 3/4 of the SMs slows down: such clusters are placed per GPC, and the leader's serial
-// refinement leaves its CTAs idle.
+// one wave; then 1. A cluster of 4 or 8 that would fill more than about 3/4 of the SMs slows down:
+// such clusters are placed per GPC, and the leader's serial refinement leaves its CTAs idle (on the
+// H200 at 128K columns, 32 rows take 37.8 µs at split 4 against 32.5 at split 2; the table:
+// docs/benchmarks/topk.md, "Cluster size by rows").
 static int cluster_ctas_limit(int multiprocessors, int split) { return split <= 2 ? multiprocessors : multiprocessors * 3 / 4; }
 
-// A row of at most 16K logits stays on one CTA (it fits the CTA's resident staging buffer): at 8K and
-// 16K columns one CTA beat a cluster of 2 for 1, 8 and 64 rows, FP32 and FP16, by 0.3-1.1 us (run 18,
-// with the previous register-tile selector, `bench topk --rows 1,8,64 --lengths 8192,16384 --split 1,2`).
+// A row of at most 16K logits stays on one CTA (it fits the CTA's resident staging buffer, and the
+// register selector's 1024-thread form): at 8K and 16K columns one CTA beats a cluster of 2 for 1-64
+// rows, FP32 and FP16, by 0.3-1.1 µs (docs/benchmarks/topk.md).
 constexpr std::int64_t kTopkOneCtaWidth = 16384;
 
 int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocessors, const Arch& arch) {
@@ -140,7 +133,7 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
 // Stages of the shared-memory staging buffer (kernels/topk_split.cuh), 16 KiB each: 4 where a CTA may
 // take 163 KiB or more (sm_80, sm_90, sm_100), so a segment of 16K FP32 logits stays resident (on sm_90
 // two such CTAs and their static part share an SM); 2 on the parts with 99 KiB per CTA. Only the sm_90
-// form has run (H200).
+// form is measured (H200).
 static int topk_stages(const Arch& arch) { return has_large_smem(arch) ? 4 : 2; }
 
 // The wide resident selector: 1024 threads, 8 stages (128 KiB), one CTA per SM.
@@ -165,14 +158,11 @@ constexpr int kTopkCtasPerSm = 2;
 //   3. the wide form (1024 threads, 128 KiB, one CTA per SM) at the split;
 //   4. the 512-thread form at a larger split within one wave of two CTAs per SM; 5. the wide form at a
 //   larger split; else the streaming selector at the split.
-// Measured on the H200 (docs/device-runs.md, runs 36 and 39, randn rows, k = 2048, microseconds):
-//   FP32 32 x 128K: streaming split 2 49.5, resident split 8 31.4, wide split 4 40.0;
-//   FP32 64 x 64K: resident split 4 29.8, wide split 2 23.9; FP32 32 x 64K: resident 4 20.3, wide 2 21.6;
-//   FP16 64 x 128K: resident split 4 35.2, wide split 2 27.6; FP16 32 x 256K: resident 8 36.9, wide 4 48.0;
-//   FP32 1-8 x 256K: streaming split 8 31.7-33.0, wide split 8 22.5-23.3;
-//   FP32 128 x 32K: streaming split 1 25.8, resident split 2 23.7; 512 x 32K: 71.6, 80.8.
-// The wide form is slower where the 512-thread form fits (1 x 8K FP32 10.3 against 11.9): its scans and
-// barriers span twice the warps.
+// A resident row is counted once on chip where a streamed one is read from global memory per pass, so
+// a larger split that keeps the row resident wins while the grid stays within one wave (FP32 32 x 128K:
+// 49.5 µs streamed at split 2, 31.4 resident at split 8). The wide form is slower where the 512-thread
+// form fits (1 x 8K FP32 11.9 against 10.3 µs): its scans and barriers span twice the warps. The
+// measurements behind this order: docs/benchmarks/topk.md, "Resident, wide or streamed".
 std::int64_t TopkDevice::rows_at_once(int split, bool wide) const {
   const int per_sm = wide ? 1 : 2;
   int i = 0;
@@ -187,9 +177,9 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   const int multiprocessors = device.multiprocessors;
   const bool automatic = requested_split == 0;
   const int split = automatic ? automatic_topk_split(rows, width, multiprocessors, arch) : requested_split;
-  // An FP32 row on one CTA: the register selector (its 512-thread form where that holds the row). Its
-  // 1024-thread form for rows of 8K (8 logits per thread) was 0.1-0.3 us faster up to 128 rows and 30 %
-  // slower at 512 (one CTA per SM instead of two; device run 62).
+  // An FP32 row on one CTA: the register selector (its 512-thread form where that holds the row). The
+  // 1024-thread form runs one CTA per SM instead of two, so it is taken only for rows past 8K: at 8K it
+  // is 30 % slower at 512 rows (docs/benchmarks/topk.md, "The register selector").
   if (split == 1 && width <= topk_register_columns(logits, true))
     return TopkChoice{1, false, width > topk_register_columns(logits, false), true};
   const std::int64_t per = logits == LogitsDType::f32 ? 4 : 8;  // logits per 16-byte vector
@@ -214,12 +204,9 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   if (!c.resident && automatic) c.resident = grow([&](int s) { return fits(s) && rows <= device.rows_at_once(s, false); });
   if (!c.resident && automatic) c.resident = c.wide = grow(fits_wide);
   // A cluster of 16 (512 threads) where a cluster of 8 fills at least half of its CTAs' buffers (or
-  // needs the wide form), while its CTAs take at most half of the SMs. Run 86, µs at 8 / 16: FP32
-  // 1 x 256K 22.1 (wide) / 17.1, 4 x 256K 23.0 / 18.5, 1 x 128K 14.9 / 14.5; FP16 1 x 256K 17.0 / 15.8,
-  // 4 x 256K 16.9 / 16.2; but 8 rows x 256K 22.4 / 23.4 (FP32) and 17.5 / 21.2 (FP16). At half the
-  // buffers a cluster of 8 won in run 86 (FP16 1 x 128K 13.4 / 13.9, FP32 1 x 64K 12.2 / 13.1), 16 since
-  // the clusters exchange through st.async (run 106: FP16 1 x 128K 12.29 / 11.84, 4 x 128K 12.38 / 11.78;
-  // FP32 1 x 64K 11.01 / 10.98, 4 x 64K 11.04 / 11.14).
+  // needs the wide form), while its CTAs take at most half of the SMs: the shorter segment per CTA then
+  // outweighs the larger exchange (FP32 1 x 256K 22.1 µs at 8, wide, against 17.1 at 16), and with more
+  // rows it does not (8 x 256K 22.4 against 23.4). docs/benchmarks/topk.md, "Clusters of 16".
   if (automatic && arch.major >= 9 && c.resident && c.split == 8 && rows * 16 * 2 <= sms &&
       rows <= device.rows_at_once(16, false) && fits(16) && segment(8) * 2 >= topk_resident_columns(logits, arch, false)) {
     c.split = 16;
@@ -227,11 +214,10 @@ TopkChoice choose_topk_kernel(std::int64_t rows, std::int64_t width, LogitsDType
   }
   // A streamed row: the filter selector where its bitmaps hold the segment. A CTA of it streams at
   // about half an SM's share of the bandwidth, so an automatic split of 1 becomes 2 where the grid stays
-  // within two CTAs per SM. Clusters of 4 were slower (device run 79, FP32 x 128K, µs, histogram given /
-  // sampled: 64 rows split 1 33.3 / 41.5, 2 24.0 / 32.5, 4 33.9 / 79.6; 128 rows 39.9 / 51.3, 33.8 / 50.2,
-  // 55.2 / 137; 512 rows 98.4 / 138, 117 / 184, 166 / 459).
-  // Where one CTA per SM holds the grid, a cluster of 4 beat 2 (run 84, FP32 x 256K: 16 rows 26.3 against
-  // 38.0 µs, 32 rows 31.8 against 38.1); with more rows 2 beat 4 (64 x 256K 44.0 against 57.8).
+  // within two CTAs per SM (64 x 128K FP32 given the histogram: 33.3 -> 24.0 µs). A cluster of 4 only
+  // where one CTA per SM holds the grid: there it beats 2 (16 x 256K FP32 26.3 against 38.0 µs), with
+  // more rows it takes a second wave and loses (64 x 256K 57.8 against 44.0). docs/benchmarks/topk.md,
+  // "The filter selector's split".
   if (!c.resident) c.filter = has_large_smem(arch) && segment(c.split) <= kernels::kFilterColumns;
   if (c.filter && automatic && arch.major >= 9) {
     for (int s : {4, 2})

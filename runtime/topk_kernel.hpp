@@ -28,8 +28,9 @@ struct TopkChoice {
 // once (at index log2 of the size) with two CTAs per SM (the 512-thread selectors) and with one (the
 // 1024-thread wide form). A GPC holds whole clusters, so a grid of clusters can need a second wave long
 // before it has one CTA per SM slot: on the H200 a grid of 32 rows in clusters of 8 at two CTAs per SM
-// took 31.6 µs against 20.7 for 16 rows, and 16 rows at one per SM 42.3 against 22.2 for 8 (device run
-// 84, FP32 x 128K / 256K). Zero: not known, taken as multiprocessors * CTAs per SM / size.
+// takes 31.6 µs against 20.7 for 16 rows, and 16 rows at one per SM 42.3 against 22.2 for 8
+// (docs/benchmarks/topk.md, "Cluster capacity"). Zero: not known, taken as multiprocessors * CTAs per
+// SM / size.
 struct TopkDevice {
   Arch arch;
   int multiprocessors = 0;

@@ -146,7 +146,7 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
   CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
                                           "grid_dependency.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh",
-                                          "tensor_map.cuh", "paged_mqa_logits_rows.cuh", "dcp.hpp"});
+                                          "paged_mqa_logits_sm90_form.cuh", "tensor_map.cuh", "paged_mqa_logits_rows.cuh", "dcp.hpp"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");
@@ -182,18 +182,78 @@ TEST_CASE("the sm90 kernel's shared memory fits an H200 SM and keeps TMA destina
     CHECK(l.k % 1024 == 0);
     CHECK((64 * c.head_dim) % 1024 == 0);  // every key stage starts 1024-aligned
     CHECK(l.barriers % 8 == 0);
-    const int n = kernels::sm90_consumer_n(c.next_n, c.heads, mxfp4);  // one consumer's wgmma N
-    CHECK(static_cast<int>(paged_mqa_logits_kernel_spec(c).threads) == kernels::sm90_threads(n));
-    CHECK(static_cast<int>(paged_mqa_logits_kernel_spec(c).smem_bytes) == l.bytes);
-    CHECK(kernels::sm90_threads(n) % 128 == 0);
-    CHECK(kernels::sm90_stages(n) % kernels::sm90_consumers(n) == 0);
-    CHECK(kernels::sm90_stages(n) % kernels::kSm90StoreWarps == 0);
+    const kernels::Sm90PagedForm form = kernels::sm90_paged_form(c.next_n, c.heads, mxfp4);
+    const KernelSpec spec = paged_mqa_logits_kernel_spec(c);
+    CHECK(static_cast<int>(spec.threads) == form.threads);
+    CHECK(static_cast<int>(spec.smem_bytes) == l.bytes);
+    CHECK(form.threads == 128 * (form.consumers + 1));
+    CHECK(form.stages % form.consumers == 0);
+    CHECK(form.stages % kernels::kSm90StoreWarps == 0);
+    CHECK(form.consumer_n == form.consumer_rows * c.heads);
+    CHECK(form.consumers_per_block * form.consumer_rows == c.next_n);
+    CHECK(form.takers * form.consumers_per_block == form.consumers);
+    CHECK((form.consumers_per_block == 1 || form.direct_stores));  // each row group stores its own rows
+    CHECK((!form.moves_registers || kernels::sm90_handover_fits(form.threads, form.producer_registers, form.consumers,
+                                                                form.consumer_registers)));
+  }
+}
+
+// The table of docs/design/logits-sm90.md, row for row: a change of form shows here and in the doc.
+TEST_CASE("the sm90 paged kernel takes the documented form for each configuration", "[keys]") {
+  struct Row {
+    int next_n, heads;
+    bool mxfp4;
+    int consumer_rows, consumers, stages;
+    bool register_weights, moves_registers, one_tma, consumers_count, direct_stores, late_release, parts, ranges;
+    int mxfp4_round, flatten_max_row_blocks;
+  };
+  const Row rows[] = {
+      // n  H   mxfp4  rows cons stages regw   moves  1tma   count  direct late   parts  ranges round flat
+      {1, 16, false, 1, 2, 6, true, false, false, false, false, false, false, false, 16, 0},
+      {1, 32, false, 1, 2, 6, true, false, false, false, false, false, false, false, 32, 0},
+      {1, 64, false, 1, 2, 6, true, false, false, false, false, false, false, false, 64, 0},
+      {2, 16, false, 2, 2, 6, true, false, false, false, false, false, false, false, 32, 0},
+      {2, 32, false, 2, 2, 6, true, false, false, false, false, false, false, false, 64, 0},
+      {2, 64, false, 2, 4, 12, true, true, true, true, true, true, false, true, 128, 6144},
+      {3, 16, false, 3, 2, 6, true, false, false, false, false, false, false, false, 48, 0},
+      {3, 32, false, 3, 4, 12, true, true, true, true, true, true, false, true, 96, 1536},
+      {3, 64, false, 3, 2, 6, false, false, false, false, false, false, true, false, 192, 6144},
+      {4, 16, false, 4, 2, 6, false, false, false, false, false, false, false, false, 64, 0},
+      {4, 32, false, 4, 4, 12, false, false, true, true, true, false, false, false, 128, 0},
+      {4, 64, false, 2, 4, 12, true, true, true, true, true, true, false, false, 128, 6144},
+      {1, 32, true, 1, 2, 6, false, false, false, false, false, false, false, false, 32, 0},
+      {1, 64, true, 1, 2, 6, false, false, false, false, false, false, false, false, 64, 0},
+      {2, 32, true, 2, 2, 6, false, false, false, false, false, false, false, false, 64, 0},
+      {2, 64, true, 2, 4, 12, false, true, false, true, false, false, false, false, 128, 0},
+      {3, 32, true, 3, 4, 12, false, true, false, true, false, false, false, false, 96, 0},
+      {3, 64, true, 3, 2, 6, false, false, false, false, false, false, false, false, 192, 0},
+      {4, 32, true, 4, 4, 12, false, true, false, true, false, false, false, false, 64, 0},
+      {4, 64, true, 4, 2, 6, false, false, false, false, false, false, false, false, 128, 0},
+  };
+  for (const Row& r : rows) {
+    INFO("next_n " << r.next_n << " H " << r.heads << (r.mxfp4 ? " MXFP4" : " FP8"));
+    const kernels::Sm90PagedForm f = kernels::sm90_paged_form(r.next_n, r.heads, r.mxfp4);
+    CHECK(f.consumer_rows == r.consumer_rows);
+    CHECK(f.consumers == r.consumers);
+    CHECK(f.stages == r.stages);
+    CHECK(f.register_weights == r.register_weights);
+    CHECK(f.moves_registers == r.moves_registers);
+    CHECK(f.early_loads == !r.moves_registers);
+    CHECK(f.producer_registers == (r.mxfp4 && r.next_n > 2 ? 40 : 32));
+    CHECK(f.one_tma_per_block == r.one_tma);
+    CHECK(f.consumers_count == r.consumers_count);
+    CHECK(f.direct_stores == r.direct_stores);
+    CHECK(f.late_release == r.late_release);
+    CHECK(f.overlapped_parts == r.parts);
+    CHECK(f.has_ranges == r.ranges);
+    CHECK(f.mxfp4_round == r.mxfp4_round);
+    CHECK(f.flatten_max_row_blocks == r.flatten_max_row_blocks);
   }
 }
 
 TEST_CASE("a setmaxnreg handover is checked against the registers its launch holds", "[keys]") {
-  // What ptxas reported for the kernels that move registers (640 threads: 96) and for the launches of
-  // device runs 158-159 (384 and 288 threads: 168; 768: 80).
+  // What ptxas reported for the kernels that move registers (640 threads: 96) and for launches of 384 and
+  // 288 threads (168) and 768 (80).
   CHECK(kernels::sm90_launch_registers(640) == 96);
   CHECK(kernels::sm90_launch_registers(384) == 168);
   CHECK(kernels::sm90_launch_registers(288) == 168);
@@ -201,6 +261,6 @@ TEST_CASE("a setmaxnreg handover is checked against the registers its launch hol
   CHECK(kernels::sm90_launch_registers(256) == 255);
   CHECK(kernels::sm90_handover_fits(640, 32, 4, 112));  // FP8 four consumers, prefill: exactly the launch
   CHECK(kernels::sm90_handover_fits(640, 40, 4, 104));  // MXFP4 from next_n 3
-  CHECK_FALSE(kernels::sm90_handover_fits(768, 24, 5, 96));  // run 159's five consumers, which hung
-  CHECK(kernels::sm90_handover_fits(896, 24, 6, 80));         // its six, which ran
+  CHECK_FALSE(kernels::sm90_handover_fits(768, 24, 5, 96));  // five consumers of 96: this launch hangs
+  CHECK(kernels::sm90_handover_fits(896, 24, 6, 80));         // six of 80 fit
 }

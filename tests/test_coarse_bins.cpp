@@ -1,4 +1,4 @@
-// The coarse bin mapping of CONTRACT section 3 on every boundary, its monotonicity, and the CPU
+// The coarse bin mapping of contract §3 on every boundary, its monotonicity, and the CPU
 // reference histogram.
 #include "catch_compat.hpp"
 
@@ -21,7 +21,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 }  // namespace
 
-TEST_CASE("coarse bins on the boundaries of CONTRACT section 3", "[coarse_bins]") {
+TEST_CASE("coarse bins on the boundaries of contract section 3", "[coarse_bins]") {
   // Zero and tiny values: -0 counts as +0; FP16 subnormals and values that round to 0.
   CHECK(coarse_bin(0.0f) == 511);
   CHECK(coarse_bin(-0.0f) == 511);

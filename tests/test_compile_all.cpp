@@ -5,8 +5,8 @@
 // FP16/BF16 split-1 sampled path: 12 bytes stored, 16 loaded, 8 of stack; the filter selector's FP16
 // kernels: up to 48, 80 and 24, none in its streaming loop), and for the resident selector in clusters
 // of 16 (its sends of each candidate key to 15 CTAs, unrolled: up to 28 bytes stored, 40 loaded, 24 of
-// stack, once per row; rolled, they cost no spills but 0.4-0.7 us per row, device run 98). The H200
-// numbers of the README include those spills.
+// stack, once per row; rolled, they cost no spills but 0.4-0.7 us per row). The H200 numbers of
+// docs/benchmarks/ include those spills.
 #include "catch_compat.hpp"
 
 #include "kernel_catalog.hpp"

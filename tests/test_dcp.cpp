@@ -1,4 +1,4 @@
-// Decode context parallel (issue 16) on the CPU: the length and position maps against enumeration,
+// Decode context parallel on the CPU: the length and position maps against enumeration,
 // and the merge of the ranks' local top-k against the top-k of the whole row, index for index.
 #include "catch_compat.hpp"
 

@@ -1,4 +1,4 @@
-// DcpDecodePlan (issue 16, item 3): its argument errors and the NCCL loader's (CPU), and on two GPUs
+// DcpDecodePlan: its argument errors and the NCCL loader's (CPU), and on two GPUs
 // the DCP result against the reference top-k of the whole cache, index for index (exact-arithmetic
 // inputs, so the GPU logits equal the reference's bit for bit), with each rank's owned share.
 #include "catch_compat.hpp"

@@ -1,4 +1,4 @@
-// GPU tests of the DCP layout in paged_mqa_logits and topk (options.dcp, issue 16): given the global
+// GPU tests of the DCP layout in paged_mqa_logits and topk (options.dcp): given the global
 // lengths and a rank's shard, each op must give exactly what it gives without the layout when the caller
 // rewrites the lengths itself (each row's dcp_local_length, as 2-D lengths) and, for topk, maps the
 // local columns to global positions: the logits and histograms byte for byte, the indices index for

@@ -85,7 +85,7 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
     require_pass(ck::run_logits_case(session(), c));
   }
   if (config.variant == PagedMqaLogitsVariant::sm90 &&
-      kernels::sm90_takes_ranges(config.next_n, config.heads, config.kv == KvFormat::mxfp4)) {
+      kernels::sm90_paged_form(config.next_n, config.heads, config.kv == KvFormat::mxfp4).has_ranges) {
     // The kernels that take ranges of blocks across requests (one CTA: every request in turn, the ring,
     // the query and the weights reused many times; five: ranges that start and end inside requests),
     // ragged lengths with 0 and one-block requests, -inf past the lengths, a NaN weight.
@@ -235,9 +235,10 @@ TEST_CASE("gpu: loading a kernel while the stream is capturing is refused with a
 }
 
 // Which CTA (and which of its consumer warpgroups) takes a block must not change a logit's bytes: the
-// same inputs under CTAs of 1 to 64 blocks (each consumer then takes up to 32 blocks, the ring wraps).
-// The MXFP4 form with per-group exponents too (run 120's open question: a DecodePlan differed from the
-// reference with 11-block CTAs, not with 6).
+// same inputs under CTAs of 1 to 256 blocks (each consumer then takes up to 128 blocks, the ring wraps),
+// with the first stages filled after or before the CTA's barrier, and over ranges of 1 to 132 CTAs.
+// The MXFP4 form too, with per-group exponents (its consumers take several blocks each and convert each
+// into the same fragment registers).
 TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") {
   test::require_gpu();
   if (session().arch().name() != "sm_90a") test::skip("the sm90 kernel needs sm_90a");
@@ -265,7 +266,7 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
         }
       c.blocks_per_split = 0;
       c.fill_before_barrier = -1;
-      if (kernels::sm90_takes_ranges(next_n, heads, kv == KvFormat::mxfp4))
+      if (kernels::sm90_paged_form(next_n, heads, kv == KvFormat::mxfp4).has_ranges)
         for (const int ctas : {1, 2, 7, 40, 132}) {  // ranges across requests, which split requests anywhere
           INFO("ranges over " << ctas << " CTAs");
           c.ranges_ctas = ctas;

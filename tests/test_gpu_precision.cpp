@@ -136,7 +136,7 @@ TEST_CASE("gpu: the FP8 tensor core keeps 13 bits below the largest addend's lea
   }
   std::printf("%s", table.c_str());
   INFO(table);
-  // The model (README, "Precision"; measured on the H200, docs/device-runs.md run 15): per k-slice,
+  // The model (docs/design/precision.md; measured on the H200 by this test): per k-slice,
   // every addend, the incoming accumulator included, is aligned to the largest one and its magnitude
   // cut (toward zero) to 13 bits below the largest one's leading bit, then the addends are summed.
   for (std::size_t j = 0; j < probes[0].gaps.size(); ++j) {

@@ -232,11 +232,11 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
   const Args good{v, TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k})};
 
   const std::vector<std::pair<std::string, std::function<void(Args&)>>> table = {
-      // A negative batch once reached a memset of (size_t)-1 * 1024 ints: the context died.
+      // A negative batch must be rejected before the histogram's memset: (size_t)-1 * 1024 ints kill the context.
       {"q: expected shape[0] >= 0", [](Args& a) { a.v.q.shape[0] = -1; a.v.weights.shape[0] = -2; }},
       {"q: expected shape[0] = B <= max_batch = 4", [](Args& a) { a.v.q.shape[0] = 5; }},
       {"q: expected shape[2] = 32 (config.heads)", [](Args& a) { a.v.q.shape[2] = 64; }},
-      // A wrong indices shape was caught only after the memset and the logits launch.
+      // A wrong indices shape must be rejected before the memset and the logits launch.
       {"indices: expected shape[1] = 256 (config.k)", [](Args& a) { a.indices.shape[1] = 255; }},
       {"indices: expected shape[0] = 6 (rows)", [](Args& a) { a.indices.shape[0] = 4; }},
       {"indices: expected a contiguous tensor", [](Args& a) { a.indices.strides[0] = 512; }},

@@ -1,5 +1,5 @@
 // GPU tests of the top-k selector against the CPU reference: every dtype x k x histogram x sorted, with
-// the adversarial rows of the issue (lengths 0, 1, k-1, k, k+1, 65 537, a 100K single-bin row, ties,
+// the adversarial rows of contract §4's edge cases (lengths 0, 1, k-1, k, k+1, 65 537, a 100K single-bin row, ties,
 // +-inf, NaN, signed zeros, unit bins) and random distributions; stale histograms; 20 runs with
 // identical bytes; the decode forms of the lengths; logits kernel -> top-k end to end; CUDA graphs.
 #include "catch_compat.hpp"

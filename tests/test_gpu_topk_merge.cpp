@@ -1,4 +1,4 @@
-// GPU tests of topk_merge (decode context parallel, issue 16) against reference::topk_merge: candidate
+// GPU tests of topk_merge (decode context parallel, dcp.hpp) against reference::topk_merge: candidate
 // lists with ties, signed zeros, infinities, NaN and -1 padding, in every values dtype, with the rank's
 // own share (options.owned) against reference::dcp_owned; and the DCP flow end to end: each rank's
 // shard of whole rows selected by topk() on the GPU, the columns mapped to global positions, merged,

@@ -1,4 +1,4 @@
-// The MXFP4 cache (CONTRACT 2.2, issue 15) in the CPU reference: the number formats, the packing, a
+// The MXFP4 cache (contract §2.2) in the CPU reference: the number formats, the packing, a
 // hand-checked logit, and agreement with the FP8 path on keys and queries that both formats hold exactly.
 #include "catch_compat.hpp"
 

@@ -1,4 +1,4 @@
-// The CPU reference of the prefill path (issue 14): ragged MQA logits over key windows equal the paged
+// The CPU reference of the prefill path: ragged MQA logits over key windows equal the paged
 // reference on the same keys inside each window and are -inf outside it; windows clamp; NaN follows the
 // paged rules; the windowed top-k equals the decode top-k of a row masked to its window.
 #include "catch_compat.hpp"
@@ -67,7 +67,7 @@ Prefill random_prefill(int tokens, int heads, int head_dim, std::int64_t keys, s
   return p;
 }
 
-// The same keys as a paged cache (CONTRACT 2: 64 keys per block, then their 64 FP32 scales), every
+// The same keys as a paged cache (contract §2: 64 keys per block, then their 64 FP32 scales), every
 // token its own request of next_n = 1 seeing the first ke[t] keys through an identity block table.
 std::vector<double> paged_logits_of(const Prefill& p) {
   constexpr int kBlock = 64;

@@ -18,10 +18,10 @@ namespace flash_indexer::test {
 namespace {
 
 // NVRTC (CUDA 12.9+, with a driver present) serves a repeated compile of the same program from its own
-// cache, and then its log has no ptxas report: on the H200 machine a compile test whose kernel another
-// test had compiled got -1 registers (device runs 41-45; a second compile took 0.27 s against 1.67 s).
-// The compile tests check that report, so the test processes turn that cache off (unless the caller
-// set CUDA_CACHE_DISABLE); our own disk cache is what they test.
+// cache, and then its log has no ptxas report: a compile test whose kernel another test had compiled
+// reads -1 registers (docs/design/kernel-cache.md, "NVRTC's own cache"). The compile tests check that
+// report, so the test processes turn that cache off (unless the caller set CUDA_CACHE_DISABLE); our own
+// disk cache is what they test.
 const bool nvrtc_cache_off = [] { return ::setenv("CUDA_CACHE_DISABLE", "1", 0) == 0; }();
 
 struct FunctionInvoker : Catch::ITestInvoker {

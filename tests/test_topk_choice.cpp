@@ -1,5 +1,5 @@
 // Which top-k selector topk() launches (choose_topk_kernel, runtime/topk.cpp): the choices the H200
-// measurements behind its order picked (runs 36 and 39), computed here without a GPU.
+// measurements behind its order picked (docs/benchmarks/topk.md), computed here without a GPU.
 #include "catch_compat.hpp"
 
 #include "flash_indexer/topk.hpp"
@@ -11,8 +11,8 @@ namespace {
 
 const Arch h200_arch{9, 0, true};
 constexpr int kSms = 132;
-// The H200's cluster capacities as cuOccupancyMaxActiveClusters gave them (device run 85, `bench topk` prints them): clusters of
-// 2, 4, 8 at two CTAs per SM and at one.
+// The H200's cluster capacities as cuOccupancyMaxActiveClusters gives them (`bench topk` prints them):
+// clusters of 2, 4, 8 at two CTAs per SM and at one.
 const TopkDevice h200{h200_arch, kSms, {0, 132, 62, 30}, {0, 66, 30, 15}};
 
 TopkDevice device_of(const Arch& arch) { return arch.major >= 9 ? TopkDevice{arch, kSms} : TopkDevice{arch, 108}; }
@@ -66,13 +66,13 @@ TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cl
 }
 
 TEST_CASE("topk kernel choice: a cluster grid the device cannot run at once streams instead", "[topk_choice]") {
-  // 32 clusters of 8 at two CTAs per SM: the H200 runs 30 at once (run 84: 31.6 µs against 27.9 on the
-  // filter selector at split 2); 16 of 8 at one per SM, 15 (42.3 against 26.3 at split 4).
+  // 32 clusters of 8 at two CTAs per SM: the H200 runs 30 at once (31.6 µs against 27.9 on the filter
+  // selector at split 2); 16 of 8 at one per SM, 15 (42.3 against 26.3 at split 4).
   CHECK(automatic(32, 131072, LogitsDType::f32).filter);
   CHECK(automatic(32, 262144, LogitsDType::f16).filter);
   check(automatic(16, 262144, LogitsDType::f32), 4, false, false);
   CHECK(automatic(16, 262144, LogitsDType::f32).filter);
-  check(automatic(32, 262144, LogitsDType::f32), 4, false, false);  // 2 before: one CTA per SM at 4 beat two at 2
+  check(automatic(32, 262144, LogitsDType::f32), 4, false, false);  // one CTA per SM at 4 beats two at 2
   // Without the device's numbers a cluster is taken to fill every SM slot.
   const TopkDevice uniform{h200_arch, kSms};
   check(choose_topk_kernel(32, 131072, LogitsDType::f32, uniform, 0), 8, true, false);

@@ -29,7 +29,7 @@ struct Args {
 
   void call() const { paged_mqa_logits(q, kv, w, lens, table, logits, nullptr, options); }
 
-  // The same call on an MXFP4 cache (CONTRACT 2.2): packed query with its exponents.
+  // The same call on an MXFP4 cache (contract §2.2): packed query with its exponents.
   void use_mxfp4() {
     q = TensorView::contiguous(fake(0x10000), DType::u8, {B, N, H, D / 2});
     kv = TensorView::contiguous(fake(0x200000), DType::u8, {blocks, 64, 1, D / 2 + 4});
@@ -305,7 +305,7 @@ TEST_CASE("topk splits a row over a cluster only for few rows, while the grid fi
   CHECK(automatic_topk_split(1, 131072, 132, Arch{8, 0, false}) == 1);  // no clusters before sm_90
 }
 
-// Sizes and strides a caller can get wrong in ways that used to reach the device: negative dims,
+// Sizes and strides a caller can get wrong in ways that would otherwise reach the device: negative dims,
 // negative strides, and products that overflow. rank() rejects them for every tensor of every op.
 TEST_CASE("paged_mqa_logits rejects negative sizes and strides and overflowing extents", "[validation]") {
   constexpr std::int64_t huge = std::int64_t{1} << 62;
@@ -344,7 +344,7 @@ TEST_CASE("topk rejects negative sizes and strides and overflowing extents", "[v
   expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {-2, -3}); },
                     "lengths: expected shape[0] >= 0, got [-2, -3]");
   expect_topk_error([](TopkArgs& a) { a.indices.shape[1] = -512; }, "indices: expected shape[1] >= 0");
-  // A negative workspace size once passed as a huge size_t.
+  // A negative workspace size must not pass as a huge size_t.
   expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = -1; }, "workspace: expected shape[0] >= 0, got [-1]");
   expect_topk_error([](TopkArgs& a) { a.options.values = TensorView::contiguous(fake(0x70000), DType::f32, {6, -512}); },
                     "values: expected shape[1] >= 0");

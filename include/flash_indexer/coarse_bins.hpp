@@ -1,5 +1,5 @@
 #pragma once
-// The coarse score bins of CONTRACT section 3: 1024 bins in descending score order. One definition for
+// The coarse score bins of contract §3: 1024 bins in descending score order. One definition for
 // the host (users' own selectors, the CPU reference) and the device (this header is also embedded into
 // the JIT's kernel sources). Plain C++17 with no includes, so NVRTC compiles it without a CUDA include
 // directory.

@@ -1,5 +1,5 @@
 #pragma once
-// Decode context parallel (DCP, issue 16): the KV cache sharded by token position over the `ranks`
+// Decode context parallel (DCP): the KV cache sharded by token position over the `ranks`
 // GPUs of a group. Rank r holds the positions p with (p / interleave) % ranks == r (interleave 1, or a
 // block size), in order, as its local columns. The global top-k of a row is the top-k of the union of
 // the ranks' local top-k (every globally selected key is among its own rank's local top-k), so each

@@ -24,18 +24,19 @@ struct DecodePlanConfig {
   bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
-  // The key cache: FP8, or MXFP4 (CONTRACT 2.2: next_n 1..4, H 32/64, D 128; the sm90 logits kernel's MXFP4
+  // The key cache: FP8, or MXFP4 (contract §2.2: next_n 1..4, H 32/64, D 128; the sm90 logits kernel's MXFP4
   // form on sm_90a, the portable one elsewhere),
   // whose run() takes the packed query and its exponents (the q_scales overload).
   KvFormat kv = KvFormat::fp8;
   // Programmatic dependent launch (PagedMqaLogitsOptions::pdl): the top-k kernel is scheduled while the
   // logits kernel ends, and the logits kernel while the stream's previous kernel ends (not after the
-  // histogram's zeroing, a memset). The bytes are the same either way.
+  // histogram's zeroing, a memset). The bytes are the same either way. Off by default: the top-k launched
+  // early runs longer by more than the launch latency it hides (docs/benchmarks/decode.md).
   bool pdl = false;
   // Decode context parallel (dcp.hpp): this GPU holds rank dcp.rank's shard of the cache; run() takes the
   // global lengths, the logits buffer holds the rank's columns of max_context, and the indices are
-  // global positions of the rank's local top-k, to all-gather and merge with topk_merge() (the DCP
-  // plan over NCCL is not built yet). Not with physical_slots.
+  // global positions of the rank's local top-k, to all-gather and merge with topk_merge()
+  // (DcpDecodePlan in dcp_decode_plan.hpp does both over NCCL). Not with physical_slots.
   DcpLayout dcp{};
 };
 

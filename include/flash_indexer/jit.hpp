@@ -2,7 +2,8 @@
 // The JIT's settings and its on-disk kernel cache, as the library and the flash-indexer CLI see them.
 //
 // Environment:
-//   FLASH_INDEXER_CACHE_DIR  cache directory (else $XDG_CACHE_HOME/flash_indexer, else ~/.cache/flash_indexer)
+//   FLASH_INDEXER_CACHE_DIR  cache directory (else $XDG_CACHE_HOME/flash_indexer, else ~/.cache/flash_indexer,
+//                            else <temp>/flash_indexer; docs/design/kernel-cache.md)
 //   FLASH_INDEXER_JIT=off    never compile: a kernel missing from the cache is an Error naming it
 #include <filesystem>
 #include <functional>

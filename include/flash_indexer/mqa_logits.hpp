@@ -1,6 +1,6 @@
 #pragma once
 // Ragged (prefill) MQA logits of the DeepSeek Sparse Attention indexer: T query tokens, token t scoring
-// the keys of its window [ks[t], ke[t]) of one contiguous FP8 key buffer (CONTRACT 1's math and rules,
+// the keys of its window [ks[t], ke[t]) of one contiguous FP8 key buffer (contract §1's math and rules,
 // as DeepGEMM's fp8_mqa_logits):
 //
 //   logits[t, s] = kv_scale[s] * sum_h w[t, h] * max(0, sum_d q[t, h, d] * k[s, d]),  ks[t] <= s < ke[t]
@@ -44,7 +44,7 @@ std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch);
 struct MqaLogitsOptions {
   // Write -inf into every column outside a token's window (else those columns are left as they are).
   bool fill_masked = false;
-  // int32 [T, 1024], contiguous: the coarse-bin counts (CONTRACT 3) of each row's window, as stored, are
+  // int32 [T, 1024], contiguous: the coarse-bin counts (contract §3) of each row's window, as stored, are
   // added to it (the caller zeroes it first).
   TensorView histogram{};
   MqaLogitsVariant variant = MqaLogitsVariant::automatic;

@@ -1,9 +1,9 @@
 #pragma once
-// Paged MQA logits of the DeepSeek Sparse Attention indexer (CONTRACT sections 1, 2 and 5):
+// Paged MQA logits of the DeepSeek Sparse Attention indexer (contract §1, §2 and §5, docs/design/contract.md):
 //
 //   logits[r, s] = kv_scale[s] * sum_h w[r, h] * max(0, sum_d q[b, j, h, d] * k[s, d]),  r = b*next_n + j
 //
-// with the keys read from a paged FP8 KV cache through a block table.
+// with the keys read from a paged FP8 (or MXFP4) KV cache through a block table.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -33,8 +33,8 @@ constexpr DType tensor_dtype(LogitsDType t) {
 // environment says FLASH_INDEXER_KERNEL=portable.
 enum class PagedMqaLogitsVariant : std::uint8_t { automatic, portable, sm90 };
 
-// The KV cache's format (CONTRACT 2): FP8 E4M3 keys with an FP32 scale per token, or MXFP4 (CONTRACT
-// 2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; next_n 1..4, H
+// The KV cache's format (contract §2): FP8 E4M3 keys with an FP32 scale per token, or MXFP4 (contract
+// §2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; next_n 1..4, H
 // 32/64, D 128: the sm90 kernel's MXFP4 form on sm_90a, the portable kernel elsewhere or on request).
 enum class KvFormat : std::uint8_t { fp8, mxfp4 };
 
@@ -67,10 +67,10 @@ struct PagedMqaLogitsConfig {
 std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch);
 
 struct PagedMqaLogitsOptions {
-  // Write -inf into the columns s >= len(r) of every row up to the logical width (CONTRACT 5).
+  // Write -inf into the columns s >= len(r) of every row up to the logical width (contract §5).
   // Without it those columns are left alone.
   bool fill_masked = false;
-  // Optional coarse score histogram (CONTRACT 3): int32 [B * next_n, 1024], contiguous, 8-byte aligned.
+  // Optional coarse score histogram (contract §3): int32 [B * next_n, 1024], contiguous, 8-byte aligned.
   // The kernel ADDS the coarse-bin counts of each row's live, non-NaN logits, binned as stored (after
   // rounding to FP16/BF16), so the caller zeroes it first; counts accumulate across calls. Leave it
   // empty (rank 0) for no histogram. The logits are bitwise the same either way.

@@ -43,7 +43,7 @@ inline double ue8m0_to_double(std::uint8_t byte) {
   return byte == 0xFF ? std::numeric_limits<double>::quiet_NaN() : std::ldexp(1.0, static_cast<int>(byte) - 127);
 }
 
-// Element i of an MXFP4 vector (CONTRACT 2.2): `packed` holds two E2M1 values a byte, low nibble first;
+// Element i of an MXFP4 vector (contract §2.2): `packed` holds two E2M1 values a byte, low nibble first;
 // `scales` packs the UE8M0 exponent of each 32 consecutive elements, byte 0 (the lowest) for 0..31.
 inline double mxfp4_value(const std::uint8_t* packed, std::int32_t scales, int i) {
   const std::uint8_t nibble = static_cast<std::uint8_t>(packed[i / 2] >> (4 * (i % 2)));
@@ -65,7 +65,7 @@ inline std::uint8_t e2m1_nibble_of(float x) {
 // Quantizes n (a multiple of 32, at most 128) values to MXFP4 the usual way (OCP MX): per 32 values the
 // exponent 2^e with e = ceil(log2(amax / 6)) (so the largest fits E2M1's 6), clamped to UE8M0's
 // -127..127, each value the nearest E2M1 of x / 2^e. `packed` gets n / 2 bytes, low nibble first;
-// the result packs the exponent bytes, group 0 in the lowest (CONTRACT 2.2).
+// the result packs the exponent bytes, group 0 in the lowest (contract §2.2).
 inline std::int32_t mxfp4_quantize(const float* x, int n, std::uint8_t* packed) {
   std::uint32_t scales = 0;
   for (int g = 0; g * 32 < n; ++g) {
@@ -129,7 +129,7 @@ inline float load_logit(LogitsDType t, const void* data, std::size_t index) {
   return t == LogitsDType::f16 ? f16_bits_to_float(h) : bf16_bits_to_float(h);
 }
 
-// ---- the score (CONTRACT 1) -------------------------------------------------------------------
+// ---- the score (contract §1) -------------------------------------------------------------------
 
 // sum_h w[h] * max(0, sum_d query[h, d] * key[d]) in double precision, before the key scale; `bound`
 // receives sum_h |w[h]| * sum_d |query[h, d] * key[d]|. A NaN dot (NaN in q or k) counts as 0, as
@@ -161,10 +161,10 @@ inline double head_sum(const std::vector<double>& query, const std::uint8_t* key
                      head_dim, bound);
 }
 
-// ---- paged MQA logits (CONTRACT 1, 2, 5) ------------------------------------------------------
+// ---- paged MQA logits (contract §1, §2, §5) ------------------------------------------------------
 
 // Host copies of the op's inputs, laid out exactly as on the device.
-using KvFormat = flash_indexer::KvFormat;  // FP8 with FP32 token scales, or MXFP4 (CONTRACT 2.2)
+using KvFormat = flash_indexer::KvFormat;  // FP8 with FP32 token scales, or MXFP4 (contract §2.2)
 
 struct PagedMqaLogitsInputs {
   KvFormat kv = KvFormat::fp8;
@@ -187,7 +187,7 @@ struct PagedMqaLogitsInputs {
   std::int64_t width = 0;
 };
 
-// Number of keys row r = b * next_n + j sees (CONTRACT 1), clamped to [0, width] as the kernel does.
+// Number of keys row r = b * next_n + j sees (contract §1), clamped to [0, width] as the kernel does.
 inline std::int64_t row_length(const PagedMqaLogitsInputs& in, int b, int j) {
   std::int64_t len = in.lens_2d ? in.context_lens[static_cast<std::int64_t>(b) * in.next_n + j]
                                 : static_cast<std::int64_t>(in.context_lens[b]) - in.next_n + j + 1;
@@ -251,7 +251,7 @@ inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std:
   return out;
 }
 
-// ---- ragged (prefill) MQA logits (issue 14) ---------------------------------------------------
+// ---- ragged (prefill) MQA logits (contract §1.4) -----------------------------------------------
 
 // Host copies of the prefill op's inputs: T query tokens against one contiguous FP8 key buffer.
 struct MqaLogitsInputs {
@@ -278,7 +278,7 @@ inline KeyWindow key_window(const MqaLogitsInputs& in, int t) {
   return {start, std::max(start, end)};
 }
 
-// logits[t * N + s] in double precision, the score of CONTRACT 1 (the same sum, ReLU and NaN rules as
+// logits[t * N + s] in double precision, the score of contract §1 (the same sum, ReLU and NaN rules as
 // paged_mqa_logits) for s in token t's window, -inf elsewhere (what fill_masked writes). `magnitude`,
 // when given, receives kv_scale * sum_h |w| * sum_d |q * k| per logit, as for the paged op.
 inline std::vector<double> mqa_logits(const MqaLogitsInputs& in, std::vector<double>* magnitude = nullptr) {
@@ -301,7 +301,7 @@ inline std::vector<double> mqa_logits(const MqaLogitsInputs& in, std::vector<dou
   return out;
 }
 
-// ---- coarse score histogram (CONTRACT 3) -----------------------------------------------------
+// ---- coarse score histogram (contract §3) -----------------------------------------------------
 
 // Adds, for each row r, the coarse bins of its live (s < lengths[r]), non-NaN scores, each rounded to
 // `stored` first (the histogram describes the logits as stored), into hist[r * 1024 + bin].
@@ -317,7 +317,7 @@ inline void add_coarse_histogram(const std::vector<double>& logits, std::int64_t
     }
 }
 
-// ---- top-k selection (CONTRACT 4) -------------------------------------------------------------
+// ---- top-k selection (contract §4) -------------------------------------------------------------
 
 struct TopkResult {
   std::vector<std::int32_t> indices;  // [rows, k]; -1 pads rows with fewer than k selectable columns
@@ -365,7 +365,7 @@ inline TopkResult topk(const std::vector<float>& logits, std::int64_t stride, st
   return topk_windows(logits, stride, width, std::vector<std::int64_t>(lengths.size(), 0), lengths, k, false, sorted);
 }
 
-// ---- decode context parallel (issue 16) -------------------------------------------------------
+// ---- decode context parallel (contract §7) -------------------------------------------------------
 
 // The exact global top-k from `ranks` ranks' candidates: values and global positions, each
 // [ranks, rows, k_in] (a rank's local top-k with its columns mapped by dcp_global_position; -1 pads),

@@ -1,5 +1,5 @@
 #pragma once
-// Exact top-k selection over indexer logits (CONTRACT section 4): per row, the columns of the k largest
+// Exact top-k selection over indexer logits (contract §4): per row, the columns of the k largest
 // live scores; NaN is never selected; -0 equals +0; equal scores go to the lower column; -1 pads rows
 // with fewer than k selectable columns; the output bytes are deterministic.
 #include <cstddef>
@@ -58,7 +58,8 @@ std::vector<int> supported_topk_splits(const Arch& arch);
 // The CTAs per row topk() uses when options.split is 0: the largest supported split such that a
 // cluster of 4 or 8 fills at most 3/4 of the multiprocessors (rows * split), a split of 2 at most all
 // of them (one wave), and every CTA gets a segment of at least 4096 columns of the widest row; a row of
-// at most 16384 columns stays on one CTA. The crossovers were measured on the H200 (runtime/topk.cpp).
+// at most 16384 columns stays on one CTA. The crossovers were measured on the H200
+// (docs/design/topk-selectors.md, docs/benchmarks/topk.md).
 // topk() then picks the selector, and may take a larger split (up to 16 for the resident selector) that
 // lets a resident selector hold the row (its segment per CTA fits shared memory) within one wave of the
 // clusters the device runs at once, or a cluster of 4 for a streamed row (runtime/topk.cpp,
@@ -71,10 +72,10 @@ struct TopkOptions {
   // deterministic (run after run, the same bytes); this version writes ascending order either way (the
   // selector's paths would otherwise list the winners differently), so the flag costs nothing.
   bool sorted = false;
-  // The decode form of 1-D lengths (CONTRACT 1, the MTP rule): lengths is int32 [rows / next_n] and row
+  // The decode form of 1-D lengths (contract §1, the MTP rule): lengths is int32 [rows / next_n] and row
   // r = b * next_n + j has lengths[b] - next_n + j + 1 columns. 0: 1-D lengths are per row.
   int next_n = 0;
-  // Optional coarse histogram of exactly these logits and lengths (CONTRACT 3), as the logits kernel
+  // Optional coarse histogram of exactly these logits and lengths (contract §3), as the logits kernel
   // writes it: int32 [rows, 1024], contiguous. The selector then skips its own counting pass. A
   // histogram that does not add up is detected per row; that row is selected from its own counts.
   TensorView histogram{};
@@ -113,7 +114,7 @@ struct TopkRowReport {
   // 0: counted here (none given, or the row was resident: the resident selector never reads one);
   // 1: the given one was used; 2: it did not add up, recounted.
   std::int32_t histogram_use;
-  // Bin of the k-th score; 1024 when every selectable column was taken. With histogram_use 1 a CONTRACT 3
+  // Bin of the k-th score; 1024 when every selectable column was taken. With histogram_use 1 a contract §3
   // coarse bin; otherwise one of the selector's own 1024 bins, which it counts when no histogram is given:
   // best first, the magnitude's exponent and top 3 mantissa bits (FP16: top 4) on each side of zero,
   // FP32/BF16 magnitudes clamped to 2^-32 .. 2^32 (kernels/topk_selector_bins.cuh).

@@ -9,14 +9,13 @@ is the CPU reference on numpy arrays.
 
 from . import _flash_indexer as _ext
 from ._flash_indexer import (
+    __version__,
     cache_directory,
     jit_enabled,
     reference,
     set_cache_directory,
     topk_workspace_bytes,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "DcpDecodePlan",
@@ -75,9 +74,9 @@ def _dtype_name(dtype):
 
 def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *, stream=None,
                      fill_masked=False, histogram=None, variant="automatic", q_scales=None, pdl=False, dcp=None):
-    """Writes the paged MQA logits (CONTRACT 1, 2, 5) into `logits`, optionally adding the coarse
+    """Writes the paged MQA logits (contract §1, §2, §5) into `logits`, optionally adding the coarse
     histogram into `histogram`. Shapes and dtypes as the C++ paged_mqa_logits. With `q_scales` (int32
-    [B, next_n, H]) the cache is MXFP4 (CONTRACT 2.2) and q its packed E2M1 query (uint8 [B, next_n, H,
+    [B, next_n, H]) the cache is MXFP4 (contract §2.2) and q its packed E2M1 query (uint8 [B, next_n, H,
     D / 2]). `pdl=True`: a programmatic dependent launch (sm_90+): the kernel is scheduled while the
     stream's previous kernel ends and waits for it before touching memory. `dcp=(ranks, rank,
     interleave)`: the cache is that rank's shard, context_lens the global lengths (decode context

@@ -25,6 +25,7 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
+#include "flash_indexer/version.hpp"
 #include "flash_indexer/topk_merge.hpp"
 
 namespace nb = nanobind;
@@ -132,10 +133,10 @@ using HostArray = nb::ndarray<const T, nb::device::cpu, nb::c_contig>;
 
 void bind_reference(nb::module_& m) {
   nb::module_ r = m.def_submodule(
-      "reference", "The CPU reference of flash_indexer (CONTRACT.md), on numpy arrays: the exact answers the GPU "
-                   "kernels are tested against.");
+      "reference", "The CPU reference of flash_indexer (docs/design/contract.md), on numpy arrays: the exact "
+                   "answers the GPU kernels are tested against.");
   r.def("coarse_bin", [](float x) { return fi::coarse_bin(x); }, nb::arg("x"),
-        "The coarse score bin (0..1023, bin 0 the largest scores) of a float32 score (CONTRACT 3).");
+        "The coarse score bin (0..1023, bin 0 the largest scores) of a float32 score (contract §3).");
   r.def(
       "topk",
       [](HostArray<float> logits, std::vector<std::int64_t> lengths, int k, bool sorted) {
@@ -152,7 +153,7 @@ void bind_reference(nb::module_& m) {
                                to_numpy(std::move(out.values), {rows, static_cast<std::size_t>(k)}));
       },
       nb::arg("logits"), nb::arg("lengths"), nb::arg("k"), nb::kw_only(), nb::arg("sorted") = false,
-      "The exact top-k of each row of a float32 [rows, width] array (CONTRACT 4): returns (indices int32 "
+      "The exact top-k of each row of a float32 [rows, width] array (contract §4): returns (indices int32 "
       "[rows, k], values float32 [rows, k]); -1 / -inf pad rows with fewer than k selectable columns.");
   r.def(
       "coarse_histogram",
@@ -167,7 +168,7 @@ void bind_reference(nb::module_& m) {
         return to_numpy(std::move(hist), {lengths.size(), static_cast<std::size_t>(fi::kCoarseBins)});
       },
       nb::arg("logits"), nb::arg("lengths"), nb::arg("stored") = "float32",
-      "The 1024-bin coarse histogram (CONTRACT 3) of each row's live, non-NaN scores, rounded to `stored` "
+      "The 1024-bin coarse histogram (contract §3) of each row's live, non-NaN scores, rounded to `stored` "
       "first: int32 [rows, 1024].");
   r.def(
       "paged_mqa_logits",
@@ -207,7 +208,7 @@ void bind_reference(nb::module_& m) {
       },
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("width"),
-      "The paged MQA logits (CONTRACT 1, 2) in double precision from the raw bytes: q uint8 (FP8 E4M3 bytes) "
+      "The paged MQA logits (contract §1, §2) in double precision from the raw bytes: q uint8 (FP8 E4M3 bytes) "
       "[B, next_n, H, D], kv_cache uint8 [num_blocks, 64, 1, D + 4] (contiguous), weights float32 [B * next_n, H], "
       "context_lens int32 [B] or [B, next_n], block_table int32 [B, max_blocks]. Columns past a row's length "
       "are -inf; keys without a valid block NaN.");
@@ -317,6 +318,7 @@ fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_
 
 NB_MODULE(_flash_indexer, m) {
   m.doc() = "FlashIndexer: JIT CUDA kernels for the DeepSeek Sparse Attention lightning indexer.";
+  m.attr("__version__") = FLASH_INDEXER_VERSION;  // project() in CMakeLists.txt
   // ArgumentError before Error: nanobind tries translators newest first.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {

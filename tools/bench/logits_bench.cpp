@@ -59,7 +59,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
             for (int heads : o.heads) {
               for (int histogram : o.histogram) {
                 for (LogitsDType dtype : o.dtypes) {
-                  // MXFP4 has only some configurations (CONTRACT 2.2 as built): the others are skipped.
+                  // MXFP4 has only some configurations (contract §2.2 as built): the others are skipped.
                   if (format == KvFormat::mxfp4 && (next_n > 4 || (heads != 32 && heads != 64) || dim != 128)) continue;
                   if (o.variant == PagedMqaLogitsVariant::sm90 && next_n > 4) continue;  // no sm90 kernel there
                   const std::int64_t rows_n = static_cast<std::int64_t>(batch) * next_n;

@@ -20,7 +20,7 @@ struct LogitsBenchOptions {
   std::vector<int> heads = {32, 64};
   std::vector<int> histogram = {0, 1};
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
-  // Key caches: FP8, and MXFP4 (CONTRACT 2.2; only its configurations run: next_n <= 4, H 32/64, D 128).
+  // Key caches: FP8, and MXFP4 (contract §2.2; only its configurations run: next_n <= 4, H 32/64, D 128).
   std::vector<KvFormat> kvs = {KvFormat::fp8};
   // The FP8 values (paged_inputs.hpp): `normal` runs the FP8 cells only.
   std::vector<PagedValues> inputs = {PagedValues::bytes};

@@ -55,8 +55,8 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
 // These run on the legacy default stream, which does not order against the session's non-blocking
 // stream, and a memset or a copy from pageable memory may still be in flight when it returns: each waits
 // for the whole context, so a kernel enqueued next never reads (or races) a buffer being written, and a
-// download sees finished results. Without it the checks failed at random when many test processes
-// shared the GPU (device run 41).
+// download sees finished results. Without it the checks fail at random when many test processes
+// share the GPU.
 void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset) {
   FI_CU(cuMemcpyHtoD, "DeviceBuffer::upload", ptr_ + offset, host, bytes);
   FI_CU(cuCtxSynchronize, "DeviceBuffer::upload");

@@ -169,8 +169,7 @@ HostInputs make_inputs(const LogitsCase& c) {
     // groups of a vector, so that every logit is exact on the tensor core too: the sm90 kernel folds the
     // groups' exponents into the E4M3 operands, and groups of different exponents in one dot put addends
     // of different binades in one accumulation, which the tensor core cuts to 13 bits below the largest.
-    // (Run 120: a DecodePlan test on per-group inputs returned a top-k different from the reference's;
-    // whether from this or from the kernel is open, docs/mxfp4-next.md.)
+    // Other cases are checked against that cut's bound (mxfp4_tensor_core_bound).
     auto exponents = [&] {
       std::uint32_t e = 0;
       const int shared = 125 + static_cast<int>(rng() % 5);

@@ -106,7 +106,7 @@ double tensor_core_bound(const LogitsCase& c, const HostInputs& in, std::int64_t
 // Compares downloaded logits (raw bytes, row stride in.logits_stride) with the reference.
 Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
 
-// The reference histogram (CONTRACT 3) of downloaded logits: each row's live, non-NaN values as stored.
+// The reference histogram (contract §3) of downloaded logits: each row's live, non-NaN values as stored.
 std::vector<std::int32_t> histogram_of(const LogitsCase& c, const HostInputs& in, const std::vector<std::uint8_t>& gpu);
 
 // Poisons the logits, launches once (c.blocks_per_split honoured, no histogram) and downloads the raw

@@ -2,7 +2,7 @@
 // The CPU reference logits over all cores, for the GPU tests' and `check`'s large cases: requests (paged)
 // or runs of query tokens (prefill) are computed on their own, each through a view of the inputs, by as
 // many threads as the machine has, so every logit is the same double as the serial reference gives, in a
-// fraction of the time (the decode-plan tests spent most of their minutes in the serial reference).
+// fraction of the time (the serial reference would dominate the decode-plan tests' run time).
 #include <vector>
 
 #include "flash_indexer/reference.hpp"

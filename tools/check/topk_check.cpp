@@ -273,7 +273,7 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       out.reports = workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows));
     } else if (idx != got_indices ||
                std::memcmp(val.data(), got_values.data(), out_count * 4) != 0) {
-      fail(-1, fmt::format("run {} (split {}) gave different bytes than run 0", run, options.split));
+      fail(-1, fmt::format("launch {} (split {}) gave different bytes than launch 0", run, options.split));
     }
   }
 
@@ -322,8 +322,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
           break;
         }
       }
-    // The row report: how the histogram was used, and the threshold bin the reference implies: a CONTRACT
-    // bin when the given histogram was used, else a selector bin.
+    // The row report: how the histogram was used, and the threshold bin the reference implies: a contract
+    // §3 bin when the given histogram was used, else a selector bin.
     const TopkRowReport& rep = out.reports[row];
     std::int64_t given_total = 0;
     for (int b = 0; b < kCoarseBins; ++b) given_total += hist[row * kCoarseBins + b];

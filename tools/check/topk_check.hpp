@@ -56,7 +56,7 @@ struct TopkCase {
   // options.split of each launch: run i uses splits[i % size] (and runs is at least size); empty: 0,
   // the automatic choice. Every split must give the same bytes.
   std::vector<int> splits;
-  // Decode forms of the lengths (CONTRACT 1): next_n > 0 uploads 1-D request lengths with the MTP rule
+  // Decode forms of the lengths (contract §1): next_n > 0 uploads 1-D request lengths with the MTP rule
   // (then rows[b * next_n + j].length must be request_lengths[b] - next_n + j + 1); lengths_2d uploads
   // the row lengths as [rows / next_n, next_n].
   int next_n = 0;
@@ -70,7 +70,7 @@ struct TopkCase {
   std::uint64_t seed = 1;
 };
 
-// Every adversarial row of the top-k issue for this k: lengths 0, 1, k-1, k, k+1, 65 537, odd lengths,
+// Every adversarial row for this k: lengths 0, 1, k-1, k, k+1, 65 537, odd lengths,
 // a 100K-long single-bin row, ties, +-inf, NaN, signed zeros, unit bins, random distributions.
 std::vector<RowSpec> adversarial_rows(int k);
 

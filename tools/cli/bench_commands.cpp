@@ -1,4 +1,4 @@
-// flash-indexer bench logits | topk | decode.
+// flash-indexer bench logits | topk | decode | prefill.
 #include <fmt/format.h>
 
 #include <cstdio>

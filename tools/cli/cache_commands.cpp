@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "commands.hpp"
+#include "flash_indexer/version.hpp"
 #include "disk_cache.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
@@ -172,7 +173,7 @@ int cmd_clear(const Args& args) {
 
 int cmd_info(const Args& args) {
   args.apply_cache_dir();
-  std::printf("flash_indexer    0.1.0\n");
+  std::printf("flash_indexer    %s\n", FLASH_INDEXER_VERSION);
   std::printf("NVRTC            %s\n", fi::nvrtc_version().c_str());
   std::string why;
   const bool gpu = fi::driver::available(&why);

@@ -14,7 +14,7 @@ commands:
   info    NVRTC and driver versions, GPUs, cache directory and size
   check   run the kernels on the GPU against the CPU reference and print a table
   recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
-  bench   benchmark on the GPU: bench logits | bench topk | bench decode
+  bench   benchmark on the GPU: bench logits | bench topk | bench decode | bench prefill
 
 Run 'flash-indexer <command> --help' for the options of a command.
 )";
@@ -41,7 +41,7 @@ Lists the cached kernels: key, arch, size, registers, spill bytes, compile milli
 )"},
     {"clear", R"(usage: flash-indexer clear [--cache-dir DIR]
 
-Removes every cached kernel (and leftover temporary directories).
+Removes every cached kernel (and leftover temporary directories and lock files).
 )"},
     {"info", R"(usage: flash-indexer info [--cache-dir DIR]
 
@@ -93,8 +93,7 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
                      beyond +-223, in the histogram's two end bins) and normal (q and keys N(0, 1), the
                      keys scaled per token, weights N(0, 1): DeepGEMM's test); normal runs FP8 only
   --compare portable also time the portable kernel and print the speed-up (FP8, or with --variant sm90)
-  --variant V        auto (the library's choice, default), portable or sm90 (forced; the sm90 kernel's
-                     MXFP4 form runs only so for now)
+  --variant V        auto (the library's choice, default), portable or sm90 (forced)
   --json FILE        write every row as JSON
 
 topk: the selector on indexer-like rows (ReLU-weighted scores); per cell microseconds and the bytes
