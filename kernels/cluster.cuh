@@ -85,15 +85,17 @@ __device__ __forceinline__ unsigned int sum(const unsigned int* counts, int i) {
 // cluster barrier's arrive (that barrier publishes the initialisation: arrive_relaxed / wait below, or a
 // full cluster barrier) and uses once per launch.
 __device__ __forceinline__ void mbarrier_init(unsigned long long* bar) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(static_cast<unsigned int>(__cvta_generic_to_shared(bar))) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(static_cast<unsigned int>(__cvta_generic_to_shared(bar)))
+               : "memory");
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
 // The receiver's one arrival: `bytes` more are to come from the other CTAs.
 __device__ __forceinline__ void expect_bytes(unsigned long long* bar, unsigned int bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(static_cast<unsigned int>(__cvta_generic_to_shared(bar))),
-               "r"(bytes)
-               : "memory");
+  asm volatile(
+      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(static_cast<unsigned int>(__cvta_generic_to_shared(bar))),
+      "r"(bytes)
+      : "memory");
 }
 
 // Waits until the receiver's arrival and every expected byte have come (phase 0 completes).
@@ -114,7 +116,8 @@ __device__ __forceinline__ void wait_received(unsigned long long* bar) {
 // Stores v at `address` (another CTA's shared memory, from map()) and counts its 4 bytes on that CTA's
 // mbarrier `bar` (its address from map() as well).
 __device__ __forceinline__ void send(unsigned int address, unsigned int v, unsigned int bar) {
-  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];" ::"r"(address), "r"(v), "r"(bar) : "memory");
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.u32 [%0], %1, [%2];" ::"r"(address), "r"(v), "r"(bar)
+               : "memory");
 }
 
 // Every CTA's kWords words to every other CTA: word j of this CTA (`rank`) goes to slot `rank` of the

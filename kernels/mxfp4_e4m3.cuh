@@ -96,7 +96,8 @@ __device__ __forceinline__ int swizzled_128b(int r, int c) { return r * 128 + ((
 // the four groups.
 // One query row (its 64 packed bytes and exponent word) as E4M3 in that order, into its 128-byte row of
 // a 128B-swizzled K-major tile (what the wgmma's B descriptor reads).
-__device__ __forceinline__ void mxfp4_query_row(const unsigned char* packed, unsigned int exponents, int row, unsigned char* tile) {
+__device__ __forceinline__ void mxfp4_query_row(const unsigned char* packed, unsigned int exponents, int row,
+                                                unsigned char* tile) {
   const Mxfp4Exponents e = mxfp4_exponents(exponents);
   unsigned int words[8][4];  // [word w][group g]
 #pragma unroll

@@ -62,7 +62,9 @@ __device__ __forceinline__ float f16_bits_to_float(unsigned short h) {
   return x;
 }
 
-__device__ __forceinline__ float bf16_bits_to_float(unsigned short h) { return float_from_bits(static_cast<unsigned int>(h) << 16); }
+__device__ __forceinline__ float bf16_bits_to_float(unsigned short h) {
+  return float_from_bits(static_cast<unsigned int>(h) << 16);
+}
 
 // store() writes one logit and returns the value as stored, widened back to FP32 (what the histogram
 // bins and what a selector reading the logits sees).

@@ -45,8 +45,7 @@ constexpr int kPortableThreads = 256;
 // across keys free of bank conflicts), one query row [heads][head_dim], its weights, the key scales and
 // one partial sum per (head group, key).
 constexpr int portable_smem_bytes(int heads, int head_dim, int block_size) {
-  return (block_size * (head_dim + 1) + heads * head_dim + heads + block_size +
-          (kPortableThreads / block_size) * block_size) * 4;
+  return (block_size * (head_dim + 1) + heads * head_dim + heads + block_size + (kPortableThreads / block_size) * block_size) * 4;
 }
 
 // ---- the sm_90a kernel ----------------------------------------------------------------------

@@ -65,9 +65,8 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
   }
 
   // A slot past the table or an id outside the cache is never dereferenced (its logits become NaN).
-  const int block_id = block_index < p.max_blocks
-                           ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index]
-                           : -1;
+  const int block_id =
+      block_index < p.max_blocks ? p.block_table[static_cast<long long>(b) * p.block_table_stride + block_index] : -1;
   const bool block_valid = block_id >= 0 && block_id < p.num_blocks;
 
   if (block_valid) {
@@ -120,7 +119,8 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
       } else {
         const unsigned char* q = p.q + row * (kHeads * kHeadDim);
         constexpr int kChunks = kHeads * kHeadDim / 16;
-        for (int c = tid; c < kChunks; c += kPortableThreads) fp8x16_to_float(reinterpret_cast<const uint4*>(q)[c], query_s + c * 16);
+        for (int c = tid; c < kChunks; c += kPortableThreads)
+          fp8x16_to_float(reinterpret_cast<const uint4*>(q)[c], query_s + c * 16);
       }
       for (int h = tid; h < kHeads; h += kPortableThreads) weight_s[h] = p.weights[row * kHeads + h];
     }

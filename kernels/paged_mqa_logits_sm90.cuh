@@ -82,7 +82,8 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
   for (int n = 0; n < Tile::kOwned; ++n) {
     const int j = Tile::owned_row(n, quad);
     if (!Tile::owns(n, quad) || s >= p.width) continue;
-    store_value<Store, kHistogram>(p, (row0 + j) * p.logits_stride + s, s, length_of_row(lens, j), sum[n], hist + j * kCoarseBins);
+    store_value<Store, kHistogram>(p, (row0 + j) * p.logits_stride + s, s, length_of_row(lens, j), sum[n],
+                                   hist + j * kCoarseBins);
   }
 }
 
@@ -157,7 +158,10 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
 #pragma unroll
       for (int h = 0; h < kIdsPerLane; ++h) {
         const int i = tid % 32 + 32 * h;
-        ids[h] = i < blocks && first + i < p.max_blocks ? p.block_table[(kNextN == 1 ? table_row_start : static_cast<long long>(b) * p.block_table_stride) + first + i] : -1;
+        ids[h] =
+            i < blocks && first + i < p.max_blocks
+                ? p.block_table[(kNextN == 1 ? table_row_start : static_cast<long long>(b) * p.block_table_stride) + first + i]
+                : -1;
       }
     }
     if (tid < kN) weight = p.weights[static_cast<long long>(b) * kN + tid];
@@ -201,8 +205,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       sm90::mbarrier_arrive_expect_tx(&sm.full[stage], kKeyBytes + 64 * 4);
       sm90::tma_load_3d(sm.k + stage * kStageBytes, &params.kv_map, &sm.full[stage], 0, 0, id);  // kOneTma: and the scales
       if constexpr (!kOneTma)
-        sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes,
-                        64 * 4, &sm.full[stage]);
+        sm90::bulk_load(sm.scales + stage * 64, p.kv_cache + static_cast<long long>(id) * p.kv_block_stride + kKeyBytes, 64 * 4,
+                        &sm.full[stage]);
     } else {
       sm90::mbarrier_arrive(&sm.full[stage]);
     }
@@ -336,8 +340,9 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       float scale = 0.0f;  // of this lane's key (owned_key)
       auto read_scales_and_release = [&] {  // the FP8 path
         if (valid)
-          scale = kOneTma ? *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key))
-                          : sm.scales[stage * 64 + owned_key];
+          scale = kOneTma
+                      ? *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key))
+                      : sm.scales[stage * 64 + owned_key];
         sm90::mbarrier_arrive(&sm.empty[stage]);  // the stage's keys and scales are in registers now
       };
       // The FP8 stage is released as soon as the wgmma has read it, except where the accumulators and
@@ -366,7 +371,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         // An invalid block's sums are of stale keys here and become NaN below; the stage is released once
         // the last part's wgmma has read it.
         static_assert(!kLateRelease, "the stage released inside the parts");
-        ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weight_source, quad, sum, read_scales_and_release);
+        ConsumerTile::scores_and_head_sums(acc, sm.k + stage * kStageBytes, q_s, weight_source, quad, sum,
+                                           read_scales_and_release);
       } else {
         // Also for an invalid block (the stage holds stale or no keys; its values become NaN below):
         // without the branch the flag's shared-memory load overlaps the wgmma instead of gating it.
@@ -374,7 +380,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         if constexpr (!kLateRelease) read_scales_and_release();
       }
 
-      if constexpr (kMxfp4Round == kCN && !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
+      if constexpr (kMxfp4Round == kCN &&
+                    !kOverlap)  // (in rounds or parts the sums are made; an invalid block's become NaN below)
         block_head_sums<ConsumerTile>(valid, acc, weight_source, quad, sum);
       if constexpr (kLateRelease) read_scales_and_release();
 
@@ -384,8 +391,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       for (int n = 0; n < ConsumerTile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
       const int s = (first + i) * 64 + owned_key;
       if constexpr (kDirectStores) {  // as the store warps do
-        store_owned_values<ConsumerTile, Store, kConsumerRows, kHistogram>(p, sum, quad, s, static_cast<long long>(b) * kNextN + row0,
-                                                                         row_lens, sm.hist + row0 * kCoarseBins);
+        store_owned_values<ConsumerTile, Store, kConsumerRows, kHistogram>(
+            p, sum, quad, s, static_cast<long long>(b) * kNextN + row0, row_lens, sm.hist + row0 * kCoarseBins);
       } else {
         if constexpr (kHistogram && kConsumersCount) {  // (MXFP4) what the store warps will store and mask
 #pragma unroll

@@ -241,7 +241,8 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
         block_head_sums<Tile>(valid, acc, weights, quad, sum);
         // As the common kernel where the weights are in registers: the stage released after the head sums.
         float scale = 0.0f;  // of this lane's key (Tile::owned_key)
-        if (valid) scale = *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key));
+        if (valid)
+          scale = *reinterpret_cast<const float*>(sm.k + stage * kStageBytes + sm90_paged_scale_offset(kHeadDim, owned_key));
         sm90::mbarrier_arrive(&sm.empty[stage]);
 #pragma unroll
         for (int n = 0; n < Tile::kOwned; ++n) sum[n] = valid ? sum[n] * scale : quiet_nan();
@@ -257,7 +258,8 @@ __device__ void paged_mqa_logits_sm90_ranges(const PagedMqaLogitsSm90Params& par
         for (int bin = tid; bin < kNextN * kCoarseBins; bin += kConsumers * 128) {
           const int c = sm.hist[bin];
           if (c != 0) {
-            atomicAdd(p.histogram + (static_cast<long long>(seg.b) * kNextN + bin / kCoarseBins) * kCoarseBins + bin % kCoarseBins, c);
+            atomicAdd(
+                p.histogram + (static_cast<long long>(seg.b) * kNextN + bin / kCoarseBins) * kCoarseBins + bin % kCoarseBins, c);
             sm.hist[bin] = 0;
           }
         }

@@ -211,8 +211,8 @@ struct Sm90MqaTile {
     if constexpr (kC == 1) released();
 #pragma unroll
     for (int g = 0; g < kChunk / 8; ++g) add_group(acc, kC, g, weight_of(weight, kC, g, quad), sum);
-    // The chunk's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
-    // sinking the first chunk's sums below it (it did, with the sums alone).
+      // The chunk's rows' first exchange step now, before the next wait: the shuffles keep ptxas from
+      // sinking the first chunk's sums below it (it did, with the sums alone).
 #pragma unroll
     for (int m = kC * kChunkRows; m < (kC + 1) * kChunkRows; ++m) half[m] = reduce_pair(sum[m], (quad & 1) != 0);
     if constexpr (kC + 1 < kChunks) chunk_head_sums<kC + 1>(acc, weight, quad, sum, half, released);

@@ -78,15 +78,13 @@ __device__ __forceinline__ void tma_load_1d(void* dst, const TensorMap* map, uns
 }
 
 __device__ __forceinline__ void tma_load_2d(void* dst, const TensorMap* map, unsigned long long* bar, int c0, int c1) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
-          smem_address(dst)),
-      "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1)
-      : "memory");
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];" ::"r"(
+                   smem_address(dst)),
+               "l"(reinterpret_cast<unsigned long long>(map)), "r"(smem_address(bar)), "r"(c0), "r"(c1)
+               : "memory");
 }
 
-__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, unsigned long long* bar, int c0, int c1,
-                                            int c2) {
+__device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, unsigned long long* bar, int c0, int c1, int c2) {
   asm volatile(
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
           smem_address(dst)),
@@ -96,8 +94,7 @@ __device__ __forceinline__ void tma_load_3d(void* dst, const TensorMap* map, uns
 
 // Plain bulk copy global -> shared (16-byte aligned ends, a multiple of 16 bytes).
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned int bytes, unsigned long long* bar) {
-  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                   smem_address(dst)),
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(smem_address(dst)),
                "l"(reinterpret_cast<unsigned long long>(src)), "r"(bytes), "r"(smem_address(bar))
                : "memory");
 }
@@ -145,7 +142,9 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 // Until at most kPending of this warpgroup's committed wgmma groups are still running.
 template <int kPending>
-__device__ __forceinline__ void wgmma_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory"); }
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(kPending) : "memory");
+}
 __device__ __forceinline__ void wgmma_wait_all() { wgmma_wait<0>(); }
 // The same, not before `after` is computed: ptxas schedules a wait as early as its operands allow (it
 // has none), which sank the work meant to overlap the pending wgmma below it. A warp-uniform branch on
@@ -194,9 +193,8 @@ struct WgmmaFp8<16> {
 
 // The wgmma's accumulator operands d[0..n) as inline-asm "+f" constraints (8 at a time), shared by the
 // shared-memory (SS) and register (RS) A forms.
-#define FI_WGMMA_D8(d, i)                                                                                      \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
-      "+f"(d[i + 7])
+#define FI_WGMMA_D8(d, i) \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define FI_WGMMA_D16(d) FI_WGMMA_D8(d, 0), FI_WGMMA_D8(d, 8)
 #define FI_WGMMA_D32(d) FI_WGMMA_D16(d), FI_WGMMA_D8(d, 16), FI_WGMMA_D8(d, 24)
 #define FI_WGMMA_D64(d) FI_WGMMA_D32(d), FI_WGMMA_D8(d, 32), FI_WGMMA_D8(d, 40), FI_WGMMA_D8(d, 48), FI_WGMMA_D8(d, 56)

@@ -127,7 +127,8 @@ struct TopkSmem {
   };
   long long scan[kTopkThreads / 32];
   long long found[3];  // threshold search result: bin, count above it, count in it
-  alignas(16) unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
+  alignas(
+      16) unsigned int warp_runs[2][kTopkThreads / 32];  // per-warp select counts of a tile (two, so a tile needs one barrier)
   int published[4];  // this CTA's select counts, read by the cluster: valid, above, candidates, candidates kept
   unsigned int key_bounds[2];  // lowest key of bins <= T, of bins <= T - 1 (KeyBounds)
   unsigned int kth_key;        // the k-th score's key, for the report of a sampled row (atomicMin)
@@ -157,7 +158,8 @@ __device__ __forceinline__ int topk_length_entry(const TopkParams& p, int r) {
   return p.lengths_next_n == 0 ? p.lengths[r] : p.lengths[r / p.lengths_next_n];
 }
 __device__ __forceinline__ int topk_row_length(const TopkParams& p, int r, int entry) {
-  return clamped_row_length(p, p.lengths_next_n == 0 ? entry : static_cast<long long>(entry) - p.lengths_next_n + r % p.lengths_next_n + 1);
+  return clamped_row_length(
+      p, p.lengths_next_n == 0 ? entry : static_cast<long long>(entry) - p.lengths_next_n + r % p.lengths_next_n + 1);
 }
 
 // Counts saturate at INT_MAX (only a broken given histogram sums past it; no real count equals it, as
@@ -422,8 +424,8 @@ __device__ void write_output(const TopkParams& p, int r, const void* row, int st
     // Always merged, `sorted` or not: the paths (per split, sampled or counted) list the winners in
     // different runs, and every path must give the same bytes.
     const int column = sm.out[i];
-    const int position = i < above ? i + count_below(sm.out + above, selected - above, column)
-                                   : (i - above) + count_below(sm.out, above, column);
+    const int position =
+        i < above ? i + count_below(sm.out + above, selected - above, column) : (i - above) + count_below(sm.out, above, column);
     indices[position] = output_index(p, r, column, start);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }

@@ -145,7 +145,8 @@ __device__ void topk_filter(const TopkParams& p) {
     cluster::sync_all<kCluster>();
     int d[kBinsPer];
 #pragma unroll
-    for (int i = 0; i < kBinsPer; ++i) d[i] = static_cast<int>(cluster::sum<kCluster>(counts, kBinsPer * static_cast<int>(threadIdx.x) + i));
+    for (int i = 0; i < kBinsPer; ++i)
+      d[i] = static_cast<int>(cluster::sum<kCluster>(counts, kBinsPer * static_cast<int>(threadIdx.x) + i));
     if constexpr (kCluster > 1) cluster::sync();
     return scan_threshold<kThreads, kBinsPer>(d, want, sm);
   };
@@ -197,7 +198,8 @@ __device__ void topk_filter(const TopkParams& p) {
   bool sampled = false, counted = false, need_count = false, stale = false;
   int passes = 0;
   if (histogram_use == 1) {
-    const Threshold given = find_threshold<kCoarseBins>(p.histogram + static_cast<long long>(r) * kCoarseBins, k, true, sm.coarse);
+    const Threshold given =
+        find_threshold<kCoarseBins>(p.histogram + static_cast<long long>(r) * kCoarseBins, k, true, sm.coarse);
     if (threadIdx.x == 0) {  // the row report's bin, while the histogram holds
       sm.report[0] = given.bin;
       sm.report[1] = given.count;
@@ -291,8 +293,8 @@ __device__ void topk_filter(const TopkParams& p) {
     if (s.bin < kTopkSelectorBins) {
       const unsigned long long lo = In::lowest_key_of_selector_bin(s.bin);
       const unsigned long long hi = s.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(s.bin - 1);
-      const unsigned long long share = static_cast<unsigned long long>(
-          static_cast<float>(want - s.above) / static_cast<float>(s.count) * static_cast<float>(hi - lo));
+      const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - s.above) /
+                                                                       static_cast<float>(s.count) * static_cast<float>(hi - lo));
       cutoff = static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
     }
     th = {cutoff, max(high, cutoff), k, 0};
@@ -342,7 +344,8 @@ __device__ void topk_filter(const TopkParams& p) {
         for (int e = 0; e < kPer; ++e) {
           const Raw raw = Tile::element(x, e);
           const unsigned int key = In::key(raw);
-          if (!In::is_nan(raw) && key >= lo && key < hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
+          if (!In::is_nan(raw) && key >= lo && key < hi)
+            atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - lo) >> shift)], 1u);
         }
       });
       const FoundBin g = cluster_threshold(sm.digits, BinsPerThread<kDigitsPer>{}, th.need);
@@ -403,7 +406,8 @@ __device__ void topk_filter(const TopkParams& p) {
     __syncthreads();
     unsigned long long bits = 0;  // above | tied << 32
     for (int i = threadIdx.x; i < words; i += kThreads)
-      bits += static_cast<unsigned long long>(__popc(above_bits[i])) | static_cast<unsigned long long>(__popc(tied_bits[i])) << 32;
+      bits += static_cast<unsigned long long>(__popc(above_bits[i])) | static_cast<unsigned long long>(__popc(tied_bits[i]))
+                                                                           << 32;
     const unsigned long long sums = BlockScan<kThreads>::sum(bits, sm.scan64);
     above_mine = static_cast<int>(sums & 0xffffffffu);
     candidates_mine = single ? static_cast<int>(sums >> 32) : sm.candidates;
@@ -424,8 +428,8 @@ __device__ void topk_filter(const TopkParams& p) {
     }
     // The interval holds the k-th score (or every selectable column was seen), and its candidates fit.
     const bool seen_all = th.lo <= In::kMinKey;
-    const bool holds = above_all <= k && (above_all + candidates_all >= k || seen_all) &&
-                       (single || candidates_all <= kFilterCandidates);
+    const bool holds =
+        above_all <= k && (above_all + candidates_all >= k || seen_all) && (single || candidates_all <= kFilterCandidates);
     if (sampled) {
       if (holds && above_all < k) break;
       need_count = true;  // the cutoff missed: count the row
@@ -488,7 +492,8 @@ __device__ void topk_filter(const TopkParams& p) {
     all_in = false;
   } else if (!single && candidates_all > need) {
     if constexpr (kCluster > 1) {
-      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, candidates_all, [&] { rank_keys(candidates_all, need); });
+      rank_on_leader<kThreads, kCluster>(sm, rank, mine, candidates_before, candidates_all,
+                                         [&] { rank_keys(candidates_all, need); });
     } else if (candidates_all <= kThreads / kPairwiseGroup) {
       rank_pairwise<kThreads>(candidates_all, need, sm, above_bits);
       ranked = true;
@@ -525,7 +530,8 @@ __device__ void topk_filter(const TopkParams& p) {
   const int w0 = min(words, static_cast<int>(threadIdx.x) * per_thread), w1 = min(words, w0 + per_thread);
   unsigned long long counts = 0;  // winners | ties << 32
   for (int w = w0; w < w1; ++w)
-    counts += static_cast<unsigned long long>(__popc(above_bits[w])) | static_cast<unsigned long long>(__popc(tied_bits[w])) << 32;
+    counts += static_cast<unsigned long long>(__popc(above_bits[w])) | static_cast<unsigned long long>(__popc(tied_bits[w]))
+                                                                           << 32;
   unsigned long long cta_total;
   const unsigned long long before = BlockScan<kThreads>::exclusive(counts, sm.scan64, cta_total);
   int above_before = 0, tied_before = 0, selected_above = static_cast<int>(cta_total & 0xffffffffu),

@@ -229,7 +229,7 @@ __device__ void topk_register(const TopkParams& p) {
   // 3. Which columns win, per vector a bit mask; placed by one scan of packed per-vector counts.
   // Bit e of mask[v]: element e of vector v has a key >= bound, compared as values (a float compare;
   // NaN never passes).
-  auto at_least = [&](unsigned int bound, unsigned int (&mask)[kVec]) {
+  auto at_least = [&](unsigned int bound, unsigned int(&mask)[kVec]) {
     const float at = bound_value<In>(bound);
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {
@@ -240,7 +240,7 @@ __device__ void topk_register(const TopkParams& p) {
   };
   unsigned int win[kVec];
   at_least(all_in ? th.lo : th.hi, win);
-  auto packed_counts = [&](const unsigned int (&m)[kVec]) {
+  auto packed_counts = [&](const unsigned int(&m)[kVec]) {
     Packed w = 0;
 #pragma unroll
     for (int v = 0; v < kVec; ++v) w |= static_cast<Packed>(__popc(m[v])) << (16 * v);
@@ -248,7 +248,7 @@ __device__ void topk_register(const TopkParams& p) {
   };
   // Field v of `before`: the columns of vector v of the threads before this one; the vectors before v
   // come first (field sums of `total`).
-  auto position_base = [&](Packed before, Packed total, int (&base)[kVec]) {
+  auto position_base = [&](Packed before, Packed total, int(&base)[kVec]) {
     int offset = 0;
 #pragma unroll
     for (int v = 0; v < kVec; ++v) {

@@ -45,18 +45,18 @@ struct TopkResidentSmem {
   // Narrowing and ranking digit counts, largest digit first; before them, in a cluster, the cluster's
   // group totals (the all-gather's).
   unsigned int digits[1 << kRefineBits];
-  unsigned int candidate_key[kResidentCandidates];   // the leader's holds the whole cluster's keys when ranking
+  unsigned int candidate_key[kResidentCandidates];  // the leader's holds the whole cluster's keys when ranking
   union {
     int candidate_index[kResidentCandidates];  // column in the segment
-    int out[kMaxTopk];                         // this CTA's winners (columns of the segment), in output order
+    int out[kMaxTopk];  // this CTA's winners (columns of the segment), in output order
   };
-  unsigned int above[kWords];                // bit per column of the segment: a winner
-  unsigned int tied[kWords];                 // bit per column: holds the last key, lowest columns first
+  unsigned int above[kWords];  // bit per column of the segment: a winner
+  unsigned int tied[kWords];  // bit per column: holds the last key, lowest columns first
   // The counts of each thread's fine bins; in a cluster, [q * kSlice + j]: CTA q's totals of this CTA's
   // slice of the groups (the reduce-scatter's).
   unsigned int group_total[kThreads];
   alignas(16) unsigned int warp_sums[kThreads / 32];
-  int found[4];      // scan_threshold: bin, count before it, count in it, count in its aligned group of four
+  int found[4];  // scan_threshold: bin, count before it, count in it, count in its aligned group of four
   int found_bin[4];  // the threshold fine bin: bin, count before it, count in it, count in its selector bin
   int candidates;
   // Written by the cluster's CTAs (each its own slot): through st.async, or before a cluster barrier
@@ -65,7 +65,7 @@ struct TopkResidentSmem {
   int peer_above[16];
   int peer_tied[16];
   unsigned int decision[4];  // the ranking's: keys >= [0] win, [1] lowest key in the running, [2] tie slots, [3] all in
-  int peer_bin[16 * 8];      // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
+  int peer_bin[16 * 8];  // [q * kGroup + j]: CTA q's count of fine bin j of the threshold's group
   // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts, [2] this CTA's
   // slice of every CTA's group totals, [3] the cluster's group totals, [4] the threshold group's bins.
   unsigned long long exchange[5];
@@ -178,7 +178,8 @@ __device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int b
   if (me != 0) {
     if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 16u);
     const unsigned int bar = cluster::map(&sm.exchange[0], 0);
-    for (int i = threadIdx.x; i < mine; i += kThreads) cluster::send(cluster::map(&sm.candidate_key[before + i], 0), sm.candidate_key[i], bar);
+    for (int i = threadIdx.x; i < mine; i += kThreads)
+      cluster::send(cluster::map(&sm.candidate_key[before + i], 0), sm.candidate_key[i], bar);
     cluster::wait_received(&sm.exchange[0]);
   } else {
     if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[0], 4u * static_cast<unsigned int>(total - mine));
@@ -193,7 +194,8 @@ __device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int b
 
 // Row r on the kCluster CTAs of its cluster (this one is `rank`); sm is the kernel's static part.
 template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
-__device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int r, const int rank, TopkResidentSmem<kThreads>& sm) {
+__device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int r, const int rank,
+                                                  TopkResidentSmem<kThreads>& sm) {
   // 16: a non-portable cluster size (sm_90; the host allows it per kernel).
   static_assert(kCluster == 1 || kCluster == 2 || kCluster == 4 || kCluster == 8 || kCluster == 16, "a cluster size");
   static_assert(kStages * kStageVectors <= kMaxLive * kThreads, "stages");
@@ -244,7 +246,6 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   }
   cp_async_wait<0>();
   __syncthreads();
-
 
   // 1. Fine-bin counts, and the threshold bin over the cluster's.
   // Two vectors per step (spans is 1 or even), both read before either is counted.
@@ -302,7 +303,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       if (threadIdx.x == 0) cluster::expect_bytes(&sm.exchange[4], 4u * kGroup * (kCluster - 1));
       const int q = static_cast<int>(threadIdx.x) / kGroup, j = static_cast<int>(threadIdx.x) % kGroup;
       if (q < kCluster && q != rank)
-        cluster::send(cluster::map(&sm.peer_bin[rank * kGroup + j], q), sm.hist[kGroup * group.bin + j], cluster::map(&sm.exchange[4], q));
+        cluster::send(cluster::map(&sm.peer_bin[rank * kGroup + j], q), sm.hist[kGroup * group.bin + j],
+                      cluster::map(&sm.exchange[4], q));
       if (threadIdx.x < 32) cluster::wait_received(&sm.exchange[4]);
     }
   }
@@ -369,14 +371,16 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       for (int e = 0; e < kPer; ++e) {
         const typename In::Raw x = Tile::element(v, e);
         const unsigned int key = In::key(x);
-        if (!In::is_nan(x) && key >= th.lo && key < th.hi) atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
+        if (!In::is_nan(x) && key >= th.lo && key < th.hi)
+          atomicAdd(&sm.digits[kDigits - 1 - static_cast<int>((key - th.lo) >> shift)], 1u);
       }
     }
     cluster::sync_all<kCluster>();
     constexpr int kDigitsPer = kDigits / kThreads;
     int d[kDigitsPer];
 #pragma unroll
-    for (int i = 0; i < kDigitsPer; ++i) d[i] = static_cast<int>(cluster::sum<kCluster>(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
+    for (int i = 0; i < kDigitsPer; ++i)
+      d[i] = static_cast<int>(cluster::sum<kCluster>(sm.digits, kDigitsPer * static_cast<int>(threadIdx.x) + i));
     const FoundBin g = scan_threshold<kThreads, kDigitsPer>(d, th.need, sm);
     narrow_to_digit<kDigits>(th, g, shift);
     ++passes;
@@ -465,7 +469,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   if (gathered) {
     // Had fewer keys come than the bin counted (they cannot), the missing ones go as keys outside [lo,
     // hi), which no ranking counts, so that every CTA still receives what it expects.
-    for (int slot = mine + static_cast<int>(threadIdx.x); slot < predicted; slot += kThreads) send_key(gathered_before + slot, th.hi);
+    for (int slot = mine + static_cast<int>(threadIdx.x); slot < predicted; slot += kThreads)
+      send_key(gathered_before + slot, th.hi);
     mine = min(mine, predicted);
     total_candidates = gathered_total;
     candidates_before = gathered_before;
@@ -534,15 +539,18 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
   }
   // Winners <= k < 2^16 and ties < 2^16 per CTA, so both fit one word.
-  const unsigned int counts = static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
+  const unsigned int counts =
+      static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
   unsigned int cta_total;
   const unsigned int before = BlockScan<kThreads>::exclusive(counts, sm.warp_sums, cta_total);
-  int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu), tied_all = static_cast<int>(cta_total >> 16);
+  int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu),
+      tied_all = static_cast<int>(cta_total >> 16);
   if constexpr (kCluster > 1) {
     // Sent after this CTA's last access to another CTA's shared memory, and awaited from every other
     // CTA: so no CTA leaves while another may still read or write its shared memory.
     const void* const slots[2] = {sm.peer_above, sm.peer_tied};
-    cluster::send_to_all<kCluster>(&sm.exchange[1], rank, slots, {static_cast<unsigned int>(above_all), static_cast<unsigned int>(tied_all)});
+    cluster::send_to_all<kCluster>(&sm.exchange[1], rank, slots,
+                                   {static_cast<unsigned int>(above_all), static_cast<unsigned int>(tied_all)});
     const int own_above = above_all, own_tied = tied_all;
     above_all = tied_all = 0;
 #pragma unroll
@@ -570,7 +578,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   place(first, a0, t0);
   place(first + 32, a1, t1);
   __syncthreads();
-  const int cta_selected = static_cast<int>(cta_total & 0xffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 16));
+  const int cta_selected =
+      static_cast<int>(cta_total & 0xffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 16));
   int* indices = p.indices + static_cast<long long>(r) * k;
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
   for (int i = threadIdx.x; i < cta_selected; i += kThreads) {
@@ -586,7 +595,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
     if (threadIdx.x == 0) {
       int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
-      out[0] = 0;                                                      // counted here
+      out[0] = 0;  // counted here
       out[1] = f.bin < kTopkFineBins ? f.bin >> 2 : kTopkSelectorBins;  // its selector bin
       out[2] = f.bin < kTopkFineBins ? f.group : 0;
       out[3] = passes;

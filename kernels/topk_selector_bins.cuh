@@ -30,7 +30,9 @@ FLASH_INDEXER_SELECTOR_BINS_FN int selector_bin_of_key32(unsigned int key) {
   const bool non_negative = key >= 0x80000000u;
   const unsigned int magnitude = non_negative ? key & 0x7fffffffu : 0x7fffffffu - key;
   const unsigned int code = magnitude >> kSelectorShift32;
-  const int m = code <= kSelectorLowest32 ? 0 : code - kSelectorLowest32 >= 511u ? 511 : static_cast<int>(code - kSelectorLowest32);
+  const int m = code <= kSelectorLowest32          ? 0
+                : code - kSelectorLowest32 >= 511u ? 511
+                                                   : static_cast<int>(code - kSelectorLowest32);
   return non_negative ? 511 - m : 512 + m;
 }
 

@@ -152,8 +152,8 @@ __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int 
   const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
   const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
   // The wanted count's share of the bin, from its top.
-  const unsigned long long share =
-      static_cast<unsigned long long>(static_cast<float>(want - d.above) / static_cast<float>(d.count) * static_cast<float>(hi - lo));
+  const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - d.above) /
+                                                                   static_cast<float>(d.count) * static_cast<float>(hi - lo));
   return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
 }
 
@@ -218,7 +218,9 @@ __device__ void topk_split(const TopkParams& p) {
     constexpr int kRingLive = kStages * kStageVectors / (2 * kTopkThreads);
     constexpr int kRingColumns = kRingLive * kTopkThreads * Tile::kPer;
     const int stages = (end - begin + kRingColumns - 1) / kRingColumns;
-    auto stage = [&](int i) { return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive}; };
+    auto stage = [&](int i) {
+      return Tile{topk_stages + (i & 1) * kRingLive * kTopkThreads, begin + i * kRingColumns, kRingLive};
+    };
     stage(0).load(row, start, end, aligned, topk_stages);
     cp_async_commit();
 #pragma unroll 1
@@ -351,8 +353,8 @@ __device__ void topk_split(const TopkParams& p) {
       continue;
     }
     if (verify) {
-      const bool adds_up = total.valid == t.total && total.above == t.above &&
-                           (t.bin == kCoarseBins || total.candidates == t.count);
+      const bool adds_up =
+          total.valid == t.total && total.above == t.above && (t.bin == kCoarseBins || total.candidates == t.count);
       if (!adds_up) {
         histogram_use = 2;
         counts = nullptr;

@@ -80,8 +80,8 @@ struct ThresholdKeys {
 template <class In>
 __device__ __forceinline__ ThresholdKeys threshold_keys_of_fine_bin(const FoundBin& f, int k, int fine_bins) {
   if (f.bin >= fine_bins) return {In::kMinKey, In::kMinKey, 0, 0};
-  return {In::lowest_key_of_fine_bin(f.bin), f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1),
-          k - f.above, f.count};
+  return {In::lowest_key_of_fine_bin(f.bin), f.bin == 0 ? In::kMaxKey + 1 : In::lowest_key_of_fine_bin(f.bin - 1), k - f.above,
+          f.count};
 }
 
 // Narrows t to the digit a round found: g is bin kDigits - 1 - digit of the digits (key - lo) >> shift,

@@ -17,8 +17,8 @@ inline void check_dcp_layout(std::string_view op, std::string_view name, const D
   if (l.rank < 0 || l.rank >= l.ranks)
     throw ArgumentError(fmt::format("{}: {}.rank: expected 0..{} (ranks - 1), got {}", op, name, l.ranks - 1, l.rank));
   if (l.interleave < 1 || static_cast<long long>(l.interleave) * l.ranks > INT_MAX)
-    throw ArgumentError(fmt::format("{}: {}.interleave: expected >= 1 with ranks * interleave <= 2^31-1, got {}", op, name,
-                                    l.interleave));
+    throw ArgumentError(
+        fmt::format("{}: {}.interleave: expected >= 1 with ranks * interleave <= 2^31-1, got {}", op, name, l.interleave));
 }
 
 }  // namespace flash_indexer

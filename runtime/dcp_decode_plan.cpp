@@ -42,21 +42,20 @@ void check_communicator(ncclComm_t comm, const DcpLayout& layout) {
   nccl::check(api.ncclCommUserRank(comm, &rank), "ncclCommUserRank", kCreate);
   nccl::check(api.ncclCommCuDevice(comm, &device), "ncclCommCuDevice", kCreate);
   if (count != layout.ranks)
-    throw ArgumentError(fmt::format("{}: comm: expected {} ranks (config.dcp.ranks), got a communicator of {}", kCreate,
-                                    layout.ranks, count));
+    throw ArgumentError(
+        fmt::format("{}: comm: expected {} ranks (config.dcp.ranks), got a communicator of {}", kCreate, layout.ranks, count));
   if (rank != layout.rank)
     throw ArgumentError(fmt::format("{}: comm: expected rank {} (config.dcp.rank), got rank {}", kCreate, layout.rank, rank));
   CUdevice current = 0;
   FI_CU(cuCtxGetDevice, kCreate, &current);
   if (device != static_cast<int>(current))
-    throw ArgumentError(fmt::format("{}: comm: expected a communicator on the current device {}, got one on device {}",
-                                    kCreate, static_cast<int>(current), device));
+    throw ArgumentError(fmt::format("{}: comm: expected a communicator on the current device {}, got one on device {}", kCreate,
+                                    static_cast<int>(current), device));
 }
 
 }  // namespace
 
-DcpDecodePlan::DcpDecodePlan(const DecodePlanConfig& config, ncclComm_t comm)
-    : local_(checked(config, comm)), comm_(comm) {
+DcpDecodePlan::DcpDecodePlan(const DecodePlanConfig& config, ncclComm_t comm) : local_(checked(config, comm)), comm_(comm) {
   check_communicator(comm_, config.dcp);
   // The local values and positions, then every rank's, gathered ([D, rows, k] each).
   bytes_ = 2 * list_capacity(config) * (1 + static_cast<std::size_t>(config.dcp.ranks));
@@ -101,16 +100,20 @@ void DcpDecodePlan::run(const TensorView& q, const TensorView& kv_cache, const T
   run(q, TensorView{}, kv_cache, weights, context_lens, block_table, indices, owned, stream);
 }
 
-void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache,
-                        const TensorView& weights, const TensorView& context_lens, const TensorView& block_table,
-                        const TensorView& indices, const TensorView& owned, Stream stream) const {
+void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
+                        const TensorView& owned, Stream stream) const {
   constexpr std::string_view op = "DcpDecodePlan::run";
   if (memory_ == 0) throw ArgumentError(fmt::format("{}: the plan was moved from", op));
   const DecodePlanConfig& config = local_.config();
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
   TensorChecks(op, "q", q).rank({4});
   const std::int64_t batch = q.shape[0], rows = batch * config.next_n, ranks = config.dcp.ranks;
-  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(0, rows, "B * config.next_n").dim(1, config.k, "config.k");
+  TensorChecks(op, "indices", indices)
+      .dtype({DType::i32})
+      .rank({2})
+      .dim(0, rows, "B * config.next_n")
+      .dim(1, config.k, "config.k");
   // The candidate lists of these B requests: [rows, k] here, [D, rows, k] gathered, all contiguous.
   const std::size_t list = static_cast<std::size_t>(rows) * config.k * 4;
   const std::size_t capacity = list_capacity(config);
@@ -132,8 +135,7 @@ void DcpDecodePlan::run(const TensorView& q, const TensorView& q_scales, const T
   const nccl::Api& api = nccl::api();
   nccl::check(api.ncclGroupStart(), "ncclGroupStart", op);
   nccl::check(api.ncclAllGather(local_values.data, all_values.data, list, nccl::kInt8, comm_, stream), "ncclAllGather", op);
-  nccl::check(api.ncclAllGather(local_positions.data, all_positions.data, list, nccl::kInt8, comm_, stream),
-              "ncclAllGather", op);
+  nccl::check(api.ncclAllGather(local_positions.data, all_positions.data, list, nccl::kInt8, comm_, stream), "ncclAllGather", op);
   nccl::check(api.ncclGroupEnd(), "ncclGroupEnd", op);
   enqueue(merge, stream);
 }

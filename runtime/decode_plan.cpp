@@ -29,8 +29,9 @@ void check_config(const DecodePlanConfig& c) {
   if (c.kv != KvFormat::fp8 && c.kv != KvFormat::mxfp4) fail("kv", "fp8 or mxfp4", static_cast<int>(c.kv));
   check_dcp_layout("DecodePlan", "config.dcp", c.dcp);
   if (c.dcp.ranks > 1 && c.physical_slots)
-    throw ArgumentError("DecodePlan: config.physical_slots: expected false with config.dcp (the indices are global positions, "
-                        "for topk_merge)");
+    throw ArgumentError(
+        "DecodePlan: config.physical_slots: expected false with config.dcp (the indices are global positions, "
+        "for topk_merge)");
   PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
   logits.variant = PagedMqaLogitsVariant::portable;
   logits.kv = c.kv;
@@ -58,8 +59,8 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
   FI_CU(cuMemAlloc, fmt::format("DecodePlan workspace of {} bytes", bytes_), &memory, bytes_);
   memory_ = memory;
   try {
-    PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits,
-                                current_device_arch()};
+    PagedMqaLogitsConfig logits{config_.next_n,    config_.heads,  config_.head_dim,     64,
+                                config_.histogram, config_.logits, current_device_arch()};
     logits.kv = config_.kv;
     warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
     if (config_.histogram) {
@@ -113,24 +114,22 @@ TensorView DecodePlan::topk_workspace() const {
                                 {static_cast<std::int64_t>(bytes_ - workspace_offset_)});
 }
 
-void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
-                     const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
-                     Stream stream) const {
+void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
+                     const TensorView& block_table, const TensorView& indices, Stream stream) const {
   run(q, TensorView{}, kv_cache, weights, context_lens, block_table, indices, stream);
 }
 
-void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache,
-                     const TensorView& weights, const TensorView& context_lens, const TensorView& block_table,
-                     const TensorView& indices, Stream stream) const {
-  enqueue(prepare_decode("DecodePlan::run", *this, q, q_scales, kv_cache, weights, context_lens, block_table, indices, {},
-                         stream),
-          stream);
+void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
+                     const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
+                     Stream stream) const {
+  enqueue(
+      prepare_decode("DecodePlan::run", *this, q, q_scales, kv_cache, weights, context_lens, block_table, indices, {}, stream),
+      stream);
 }
 
 DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const TensorView& q, const TensorView& q_scales,
                             const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
-                            const TensorView& block_table, const TensorView& indices, const TensorView& values,
-                            CUstream stream) {
+                            const TensorView& block_table, const TensorView& indices, const TensorView& values, CUstream stream) {
   const DecodePlanConfig& config = plan.config();
   if (plan.logits(0).data == nullptr)  // the logits are the start of the plan's one allocation
     throw ArgumentError(fmt::format("{}: the plan was moved from", op));

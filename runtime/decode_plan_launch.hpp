@@ -20,8 +20,7 @@ struct DecodeLaunch {
 // (TopkOptions::values: float32 [B * next_n, k]).
 DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const TensorView& q, const TensorView& q_scales,
                             const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
-                            const TensorView& block_table, const TensorView& indices, const TensorView& values,
-                            CUstream stream);
+                            const TensorView& block_table, const TensorView& indices, const TensorView& values, CUstream stream);
 
 void enqueue(const DecodeLaunch& launch, CUstream stream);
 

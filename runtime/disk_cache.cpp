@@ -211,8 +211,8 @@ void warn_unwritable_once(const fs::path& root, const std::string& why) {
   static std::set<std::string> warned;
   std::lock_guard lock(m);
   if (!warned.insert(root.string()).second) return;
-  warn(fmt::format("kernel cache directory {} is not writable ({}); compiled kernels are kept in memory only",
-                   root.string(), why));
+  warn(fmt::format("kernel cache directory {} is not writable ({}); compiled kernels are kept in memory only", root.string(),
+                   why));
 }
 
 }  // namespace
@@ -247,9 +247,10 @@ CachedCubin DiskCache::get_or_compile(const KernelSpec& spec) const {
   if (load_published()) return result;
 
   if (!jit_enabled())
-    throw Error(fmt::format("FLASH_INDEXER_JIT=off and kernel {} is not in the cache {} (warm it with: "
-                            "flash-indexer warm --arch {} --cache-dir {})",
-                            spec.key, root_.string(), spec.arch.name(), root_.string()));
+    throw Error(
+        fmt::format("FLASH_INDEXER_JIT=off and kernel {} is not in the cache {} (warm it with: "
+                    "flash-indexer warm --arch {} --cache-dir {})",
+                    spec.key, root_.string(), spec.arch.name(), root_.string()));
 
   // One compiler per entry across processes: wait for the lock, then look again.
   fs::create_directories(root_, ec);

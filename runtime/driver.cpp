@@ -25,11 +25,10 @@ Loaded load() {
                                  reason ? reason : "unknown reason");
     return loaded;
   }
-#define FI_RESOLVE_DRIVER_FUNCTION(name)                                                                 \
-  loaded.api.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, FI_STRINGIFY_EXPANDED(name)));     \
-  if (loaded.api.name == nullptr && loaded.failure.empty())                                               \
-    loaded.failure = fmt::format("libcuda.so.1 has no symbol {} (driver too old for CUDA 13?)",          \
-                                 FI_STRINGIFY_EXPANDED(name));
+#define FI_RESOLVE_DRIVER_FUNCTION(name)                                                             \
+  loaded.api.name = reinterpret_cast<decltype(&::name)>(dlsym(handle, FI_STRINGIFY_EXPANDED(name))); \
+  if (loaded.api.name == nullptr && loaded.failure.empty())                                          \
+    loaded.failure = fmt::format("libcuda.so.1 has no symbol {} (driver too old for CUDA 13?)", FI_STRINGIFY_EXPANDED(name));
   FI_DRIVER_FUNCTIONS(FI_RESOLVE_DRIVER_FUNCTION)
 #undef FI_RESOLVE_DRIVER_FUNCTION
   if (!loaded.failure.empty()) return loaded;
@@ -73,8 +72,7 @@ void check(CUresult result, std::string_view call, std::string_view context) {
   if (a.cuGetErrorName != nullptr) a.cuGetErrorName(result, &name);
   if (a.cuGetErrorString != nullptr) a.cuGetErrorString(result, &description);
   throw Error(fmt::format("{} failed: {} ({}){}{}", call, name ? name : fmt::format("CUresult {}", int(result)),
-                          description ? description : "no description", context.empty() ? "" : " for ",
-                          context));
+                          description ? description : "no description", context.empty() ? "" : " for ", context));
 }
 
 std::string version_string() {

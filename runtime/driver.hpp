@@ -10,8 +10,9 @@ namespace flash_indexer::driver {
 
 // Every driver entry point the library and its tools use. The names go through cuda.h's macros, so
 // cuMemAlloc resolves to the versioned symbol cuMemAlloc_v2, exactly as a linked program would.
-#define FI_DRIVER_FUNCTIONS(X)                                                                       \
-  X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGetCount)           \
+// clang-format off
+#define FI_DRIVER_FUNCTIONS(X)                                                                         \
+  X(cuInit) X(cuGetErrorName) X(cuGetErrorString) X(cuDriverGetVersion) X(cuDeviceGetCount)            \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                        \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxGetCurrent) X(cuCtxSetCurrent)       \
   X(cuCtxGetDevice) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction)   \
@@ -20,8 +21,9 @@ namespace flash_indexer::driver {
   X(cuStreamEndCapture) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) \
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemsetD8)        \
   X(cuMemsetD8Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)         \
-  X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuMemsetD32Async) X(cuStreamWaitEvent)   \
+  X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuMemsetD32Async) X(cuStreamWaitEvent)             \
   X(cuStreamGetCtx) X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+// clang-format on
 
 struct Api {
 #define FI_DECLARE_DRIVER_FUNCTION(name) decltype(&::name) name = nullptr;

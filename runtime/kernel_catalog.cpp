@@ -31,7 +31,8 @@ KernelSpec kernel_spec_for_key(std::string_view key) {
   if (key.starts_with("probe.stream_read.")) return stream_read_kernel_spec(Arch::parse(key.substr(18), key));
   if (key.starts_with("probe.paged_read.")) return paged_read_kernel_spec(Arch::parse(key.substr(17), key));
   if (key.starts_with("probe.spin_wait.")) return spin_wait_kernel_spec(Arch::parse(key.substr(16), key));
-  throw Error(fmt::format("kernel key \"{}\": expected a key starting with paged_mqa_logits., mqa_logits., topk., topk_merge. or probe.", key));
+  throw Error(fmt::format(
+      "kernel key \"{}\": expected a key starting with paged_mqa_logits., mqa_logits., topk., topk_merge. or probe.", key));
 }
 
 }  // namespace flash_indexer

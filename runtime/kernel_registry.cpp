@@ -62,8 +62,8 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   int max_threads = 0;  // also forces a lazily loaded function to load now, outside any capture
   FI_CU(cuFuncGetAttribute, spec.key, &max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, kernel.function);
   if (max_threads < static_cast<int>(spec.threads))
-    throw Error(fmt::format("kernel {} can run at most {} threads per CTA on this device, it needs {}", spec.key,
-                            max_threads, spec.threads));
+    throw Error(fmt::format("kernel {} can run at most {} threads per CTA on this device, it needs {}", spec.key, max_threads,
+                            spec.threads));
   return kernel;
 }
 
@@ -71,10 +71,11 @@ void require_not_capturing(CUstream stream, const std::string& key) {
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   FI_CU(cuStreamIsCapturing, key, stream, &status);
   if (status != CU_STREAM_CAPTURE_STATUS_NONE)
-    throw Error(fmt::format("kernel {} is not loaded yet and the stream is capturing a CUDA graph; loading a "
-                            "module during capture is not allowed: warm the kernel first (call the op once, or "
-                            "its warm_* function, before capture)",
-                            key));
+    throw Error(
+        fmt::format("kernel {} is not loaded yet and the stream is capturing a CUDA graph; loading a "
+                    "module during capture is not allowed: warm the kernel first (call the op once, or "
+                    "its warm_* function, before capture)",
+                    key));
 }
 
 void require_stream_of_context(std::string_view op, CUstream stream, CUcontext context) {
@@ -82,12 +83,11 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
   CUcontext stream_context = nullptr;
   FI_CU(cuStreamGetCtx, fmt::format("{}: stream", op), stream, &stream_context);
   if (stream_context != context)
-    throw ArgumentError(
-        fmt::format("{}: stream: expected a stream of the current CUDA context, got one of another context", op));
+    throw ArgumentError(fmt::format("{}: stream: expected a stream of the current CUDA context, got one of another context", op));
 }
 
-void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
-                   void** args, bool programmatic) {
+void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream, void** args,
+                   bool programmatic) {
   CUlaunchConfig config{};
   config.gridDimX = grid_x;
   config.gridDimY = grid_y;
@@ -122,8 +122,7 @@ Arch current_device_arch() {
   FI_CU(cuDeviceGetAttribute, "current_device_arch", &major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device);
   FI_CU(cuDeviceGetAttribute, "current_device_arch", &minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device);
   if (major < 8)
-    throw Error(fmt::format("the current GPU has compute capability {}.{}; flash_indexer needs 8.0 or newer", major,
-                            minor));
+    throw Error(fmt::format("the current GPU has compute capability {}.{}; flash_indexer needs 8.0 or newer", major, minor));
   return Arch::for_compute_capability(major, minor);
 }
 

@@ -46,8 +46,8 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
 // Launches with cuLaunchKernelEx on `stream`; `args` are the kernel parameter addresses. `programmatic`:
 // as a programmatic dependent launch (kernels/grid_dependency.cuh) where the kernel was compiled for
 // sm_90 or newer; the kernel waits for the stream's previous kernel before it touches global memory.
-void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream,
-                   void** args, bool programmatic = false);
+void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream, void** args,
+                   bool programmatic = false);
 
 // The current CUDA context (an Error naming `op` when there is none) and the target the JIT compiles for
 // on its device.
@@ -106,9 +106,7 @@ class KernelRegistry {
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
-    std::size_t operator()(const Key& k) const {
-      return Hash{}(k.config) * 31 + std::hash<const void*>{}(k.context);
-    }
+    std::size_t operator()(const Key& k) const { return Hash{}(k.config) * 31 + std::hash<const void*>{}(k.context); }
   };
   struct Slot {
     std::mutex mutex;

@@ -17,8 +17,8 @@ bool sm90_applies(const Arch& arch) { return arch.major == 9 && arch.minor == 0 
 }  // namespace
 
 std::string MqaLogitsConfig::key() const {
-  return fmt::format("mqa_logits.{}.h{}.d{}.hist{}.out-{}.kv-fp8.{}", variant_name(variant), heads, head_dim,
-                     histogram ? 1 : 0, logits_name(logits), arch.name());
+  return fmt::format("mqa_logits.{}.h{}.d{}.hist{}.out-{}.kv-fp8.{}", variant_name(variant), heads, head_dim, histogram ? 1 : 0,
+                     logits_name(logits), arch.name());
 }
 
 MqaLogitsConfig MqaLogitsConfig::resolved() const {
@@ -42,7 +42,8 @@ MqaLogitsConfig MqaLogitsConfig::parse_key(std::string_view key) {
   if (hist != 0 && hist != 1) throw ArgumentError(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
   c.histogram = hist == 1;
   const auto out = parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
-  if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[5]));
+  if (!out)
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[5]));
   c.logits = *out;
   c.arch = Arch::parse(parts[7], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
@@ -87,8 +88,8 @@ KernelSpec mqa_logits_kernel_spec(const MqaLogitsConfig& config) {
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
   spec.variant = static_cast<int>(c.variant);
-  spec.config = {{"kind", "mqa_logits"}, {"variant", variant_name(c.variant)}, {"heads", c.heads}, {"head_dim", c.head_dim},
-                 {"histogram", c.histogram}, {"logits", logits_name(c.logits)}, {"kv", "fp8"}, {"arch", c.arch.name()}};
+  spec.config = {{"kind", "mqa_logits"},     {"variant", variant_name(c.variant)}, {"heads", c.heads}, {"head_dim", c.head_dim},
+                 {"histogram", c.histogram}, {"logits", logits_name(c.logits)},    {"kv", "fp8"},      {"arch", c.arch.name()}};
   // One include and one instantiation; the sm90 kernel takes its tensor maps by __grid_constant__ and
   // holds its SM (one CTA).
   const bool sm90 = c.variant == MqaLogitsVariant::sm90;

@@ -22,7 +22,8 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const MqaLogitsConfig& c) const {
-    return (((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 +
+    return (((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits)) * 2 + c.histogram) *
+               3 +
            static_cast<std::size_t>(c.variant);
   }
 };
@@ -33,7 +34,8 @@ KernelRegistry<MqaLogitsConfig, ConfigHash>& registry() {
 }
 
 const LoadedKernel& loaded_kernel(std::string_view op, const MqaLogitsConfig& config, CUstream stream) {
-  return registry().get_for_current_device(op, config, stream, [](const MqaLogitsConfig& c) { return mqa_logits_kernel_spec(c); });
+  return registry().get_for_current_device(op, config, stream,
+                                           [](const MqaLogitsConfig& c) { return mqa_logits_kernel_spec(c); });
 }
 
 // TMA maps of the sm90 kernel: key tiles {D bytes, 64 keys} of kv [N, D] (rows past N read as zeros) and
@@ -76,8 +78,8 @@ void encode_tensor_maps(kernels::MqaLogitsSm90Params& sp, int heads, int head_di
 
 // Every argument check of the op, in one place; no driver call.
 MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv, const TensorView& kv_scales,
-                               const TensorView& weights, const TensorView& ks, const TensorView& ke,
-                               const TensorView& logits, const MqaLogitsOptions& options) {
+                               const TensorView& weights, const TensorView& ks, const TensorView& ke, const TensorView& logits,
+                               const MqaLogitsOptions& options) {
   MqaLogitsCall l;
   TensorChecks qc(op, "q", q);
   qc.dtype({DType::fp8_e4m3}).rank({3}).contiguous().not_null().aligned(16);
@@ -119,7 +121,13 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   l.config.histogram = histogram.rank != 0;
   if (l.config.histogram) {
     TensorChecks hc(op, "histogram", histogram);
-    hc.dtype({DType::i32}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+    hc.dtype({DType::i32})
+        .rank({2})
+        .dim(0, tokens, "T = q.shape[0]")
+        .dim(1, kCoarseBins, "coarse bins")
+        .contiguous()
+        .not_null()
+        .aligned(8);
   }
 
   auto& p = l.params;
@@ -138,8 +146,8 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   p.fill_masked = options.fill_masked;
   if (options.variant != MqaLogitsVariant::automatic && options.variant != MqaLogitsVariant::portable &&
       options.variant != MqaLogitsVariant::sm90)
-    throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
-                                    static_cast<int>(options.variant)));
+    throw ArgumentError(
+        fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op, static_cast<int>(options.variant)));
   l.config.variant = options.variant;
   l.pdl = options.pdl;
   return l;

@@ -23,8 +23,8 @@ struct MqaLogitsCall {
 
 // `op` prefixes every error ("mqa_logits", or the caller's name for a composite op).
 MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv, const TensorView& kv_scales,
-                               const TensorView& weights, const TensorView& ks, const TensorView& ke,
-                               const TensorView& logits, const MqaLogitsOptions& options);
+                               const TensorView& weights, const TensorView& ks, const TensorView& ke, const TensorView& logits,
+                               const MqaLogitsOptions& options);
 
 struct MqaLogitsLaunch {
   const LoadedKernel* kernel = nullptr;

@@ -67,8 +67,8 @@ CompiledKernel compile_kernel(const KernelSpec& spec) {
   }
 
   nvrtcProgram raw = nullptr;
-  check(nvrtcCreateProgram(&raw, spec.source.c_str(), "kernel.cu", static_cast<int>(headers.size()),
-                           text_ptrs.data(), name_ptrs.data()),
+  check(nvrtcCreateProgram(&raw, spec.source.c_str(), "kernel.cu", static_cast<int>(headers.size()), text_ptrs.data(),
+                           name_ptrs.data()),
         "nvrtcCreateProgram", spec);
   std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> program(&raw, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
 

@@ -56,8 +56,8 @@ bool sm90_builds(const PagedMqaLogitsConfig& c) {
 PagedMqaLogitsConfig PagedMqaLogitsConfig::resolved() const {
   PagedMqaLogitsConfig c = *this;
   if (c.variant == PagedMqaLogitsVariant::automatic)
-    c.variant = sm90_builds(c) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90
-                                                                    : PagedMqaLogitsVariant::portable;
+    c.variant =
+        sm90_builds(c) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   return c;
 }
 
@@ -65,9 +65,10 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto kv = parts.size() == 10 && parts[8].starts_with("kv-") ? kv_from_name(parts[8].substr(3)) : std::nullopt;
   if (parts.size() != 10 || parts[0] != "paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") || !kv)
-    throw ArgumentError(fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
-                                    "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
-                                    key));
+    throw ArgumentError(
+        fmt::format("kernel key \"{}\": expected paged_mqa_logits.<portable|sm90>.n<next_n>.h<heads>.d<head_dim>."
+                    "bs<block_size>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
+                    key));
   PagedMqaLogitsConfig c;
   c.variant = parts[1] == "sm90" ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   c.next_n = parse_int_after(parts[2], "n", key);
@@ -78,7 +79,8 @@ PagedMqaLogitsConfig PagedMqaLogitsConfig::parse_key(std::string_view key) {
   if (hist != 0 && hist != 1) throw ArgumentError(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
   c.histogram = hist == 1;
   const auto out = parts[7].starts_with("out-") ? logits_from_name(parts[7].substr(4)) : std::nullopt;
-  if (!out) throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
+  if (!out)
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[7]));
   c.logits = *out;
   c.kv = *kv;
   c.arch = Arch::parse(parts[9], fmt::format("kernel key \"{}\"", key));
@@ -101,8 +103,8 @@ void PagedMqaLogitsConfig::check_supported() const {
     throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
   if (variant == PagedMqaLogitsVariant::sm90) {
     if (!sm90_arch(arch))
-      throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
-                                      key(), arch.name()));
+      throw ArgumentError(
+          fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
     if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
   }
   if (kv == KvFormat::mxfp4 && !mxfp4_supported(next_n, heads, head_dim))
@@ -154,10 +156,9 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
         "flash_indexer::kernels::PagedMqaLogitsSm90Params p) {{\n"
         "  flash_indexer::kernels::{function}<{n}, {h}, {d}, {hist}, flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
         "}}\n",
-        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
-        fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim),
-        fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)),
-        fmt::arg("mxfp4", mxfp4 ? ", true" : ""),
+        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("n", c.next_n),
+        fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("hist", c.histogram ? "true" : "false"),
+        fmt::arg("out", logits_name(c.logits)), fmt::arg("mxfp4", mxfp4 ? ", true" : ""),
         fmt::arg("function", ranges ? "paged_mqa_logits_sm90_direct" : "paged_mqa_logits_sm90"),
         fmt::arg("header", ranges ? "paged_mqa_logits_sm90_ranges" : "paged_mqa_logits_sm90"),
         // Two CTAs per SM up to N = 64 (at most 80 registers): ptxas stays there by itself for FP8, not
@@ -169,18 +170,21 @@ KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
     spec.source = fmt::format(
         "// {key}\n"
         "#include \"paged_mqa_logits_portable.cuh\"\n"
-        "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) {{\n"
-        "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
+        "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::PagedMqaLogitsParams p) "
+        "{{\n"
+        "  flash_indexer::kernels::paged_mqa_logits_portable<{n}, {h}, {d}, {bs}, {hist}, "
+        "flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
         "}}\n",
-        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
-        fmt::arg("n", c.next_n), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
+        fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("n", c.next_n),
+        fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("bs", c.block_size),
         fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)),
         fmt::arg("mxfp4", c.kv == KvFormat::mxfp4 ? ", true" : ""));
   }
-  spec.config = {{"kind", "paged_mqa_logits"}, {"variant", variant_name(c.variant)}, {"next_n", c.next_n},
-                 {"heads", c.heads},           {"head_dim", c.head_dim},  {"block_size", c.block_size},
-                 {"histogram", c.histogram},   {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)},
-                 {"arch", c.arch.name()}};
+  spec.config = {{"kind", "paged_mqa_logits"}, {"variant", variant_name(c.variant)},
+                 {"next_n", c.next_n},         {"heads", c.heads},
+                 {"head_dim", c.head_dim},     {"block_size", c.block_size},
+                 {"histogram", c.histogram},   {"logits", logits_name(c.logits)},
+                 {"kv", kv_name(c.kv)},        {"arch", c.arch.name()}};
   return spec;
 }
 

@@ -22,8 +22,11 @@ namespace {
 struct ConfigHash {
   std::size_t operator()(const PagedMqaLogitsConfig& c) const {
     return (((((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 131 + c.block_size) * 7 +
-            static_cast<std::size_t>(c.logits)) * 2 + c.histogram) * 3 + static_cast<std::size_t>(c.variant) +
-           (c.kv == KvFormat::mxfp4 ? std::size_t{1} << 40 : 0);
+             static_cast<std::size_t>(c.logits)) *
+                2 +
+            c.histogram) *
+               3 +
+           static_cast<std::size_t>(c.variant) + (c.kv == KvFormat::mxfp4 ? std::size_t{1} << 40 : 0);
   }
 };
 
@@ -35,8 +38,8 @@ KernelRegistry<PagedMqaLogitsConfig, ConfigHash>& registry() {
 // The registry keys the requested variant (automatic included); the spec resolves it for the device and
 // rejects a forced sm90 that does not fit it.
 const LoadedKernel& loaded_kernel(std::string_view op, const PagedMqaLogitsConfig& config, CUstream stream) {
-  return registry().get_for_current_device(
-      op, config, stream, [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
+  return registry().get_for_current_device(op, config, stream,
+                                           [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
 }
 
 // TMA maps of the sm90 kernel: the key tiles of the paged cache as {D bytes, 64 tokens, block}, and
@@ -52,8 +55,7 @@ void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLog
     // TMA per block fetch both (kernels::Sm90PagedForm::one_tma_per_block). Only FP8 calls have maps.
     const bool one_tma = kernels::sm90_paged_form(c.next_n, c.heads, false).one_tma_per_block;
     const cuuint32_t rows = static_cast<cuuint32_t>(64 + (one_tma ? 256 / c.head_dim : 0));
-    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), rows,
-                                static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
+    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), rows, static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
     const cuuint64_t strides[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(block_stride)};
     const cuuint32_t box[3] = {static_cast<cuuint32_t>(c.head_dim), rows, 1};
     FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&sp.kv_map),
@@ -116,8 +118,9 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   l.config.block_size = 64;
   const std::int64_t token_bytes = mxfp4 ? head_dim / 2 + 4 : head_dim + 4;
   kc.dim(2, 1, "one KV head")
-      .dim(3, token_bytes, mxfp4 ? "head_dim / 2 packed E2M1 bytes + one int32 of exponents per token (MXFP4, as q)"
-                                 : "head_dim FP8 bytes + one FP32 scale per token");
+      .dim(3, token_bytes,
+           mxfp4 ? "head_dim / 2 packed E2M1 bytes + one int32 of exponents per token (MXFP4, as q)"
+                 : "head_dim FP8 bytes + one FP32 scale per token");
   kc.stride(3, 1).stride(2, token_bytes).stride(1, token_bytes);
   const std::int64_t num_blocks = kv_cache.shape[0], block_stride = kv_cache.strides[0];
   if (num_blocks < 0 || num_blocks > INT_MAX) kc.fail("num_blocks in 0..2^31-1", std::to_string(num_blocks));
@@ -150,7 +153,13 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   l.config.histogram = histogram.rank != 0;
   if (l.config.histogram) {
     TensorChecks hc(op, "histogram", histogram);
-    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "B * next_n").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
+    hc.dtype({DType::i32})
+        .rank({2})
+        .dim(0, rows, "B * next_n")
+        .dim(1, kCoarseBins, "coarse bins")
+        .contiguous()
+        .not_null()
+        .aligned(8);
   }
 
   auto& p = l.params;
@@ -173,8 +182,8 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   p.fill_masked = options.fill_masked;
   if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
       options.variant != PagedMqaLogitsVariant::sm90)
-    throw ArgumentError(fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op,
-                                    static_cast<int>(options.variant)));
+    throw ArgumentError(
+        fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op, static_cast<int>(options.variant)));
   l.config.variant = options.variant;
   l.pdl = options.pdl;
   check_dcp_layout(op, "options.dcp", options.dcp);
@@ -186,7 +195,6 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   l.batch = static_cast<unsigned>(batch);
   return l;
 }
-
 
 PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream,
                                               bool allow_flattened) {
@@ -203,7 +211,8 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   }
   // Small draft-token calls as B * next_n rows of the next_n = 1 kernel (runtime/sm90_split.hpp; shapes
   // only, so a captured launch stays valid). The rows' lengths, tables and outputs are the call's.
-  if (allow_flattened && sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4, call.batch, call.width_blocks)) {
+  if (allow_flattened &&
+      sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4, call.batch, call.width_blocks)) {
     PagedMqaLogitsCall rows = call;
     rows.config.next_n = 1;
     rows.batch = call.batch * static_cast<unsigned>(call.config.next_n);
@@ -216,8 +225,9 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   resolved.variant = PagedMqaLogitsVariant::sm90;
   if (resolved.kv == KvFormat::fp8) encode_tensor_maps(launch.sm90_params, resolved);  // MXFP4: bulk copies, no maps
   static_assert(sm90_max_blocks_per_split(1) <= kernels::kSm90MaxBlocksPerSplit, "the kernel stages every block id");
-  set_blocks_per_split(launch, call, sm90_blocks_per_split(call.width_blocks, call.batch, kernel.multiprocessors,
-                                                           kernel.ctas_per_sm, sm90_max_blocks_per_split(kernel.ctas_per_sm)));
+  set_blocks_per_split(launch, call,
+                       sm90_blocks_per_split(call.width_blocks, call.batch, kernel.multiprocessors, kernel.ctas_per_sm,
+                                             sm90_max_blocks_per_split(kernel.ctas_per_sm)));
   // Where the splits need more than one wave, one wave of CTAs (one per SM) covers an even share of the
   // B x width blocks instead, if the kernel takes ranges: nothing drains between a CTA's requests and no
   // last wave runs part-full (DeepGEMM's persistent grid). One CTA per SM was 2-6 % faster than full
@@ -231,8 +241,8 @@ void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall
   launch.sm90_params.blocks_per_split = blocks_per_split;
   launch.grid_x = (call.width_blocks + blocks_per_split - 1) / blocks_per_split;
   launch.grid_y = static_cast<unsigned>(launch.sm90_params.p.batch);  // the kernel's rows: B, or B * next_n flattened
-  launch.sm90_params.fill_before_barrier =
-      sm90_fill_before_barrier(static_cast<std::int64_t>(launch.grid_x) * launch.grid_y, launch.kernel->multiprocessors, launch.kernel->ctas_per_sm);
+  launch.sm90_params.fill_before_barrier = sm90_fill_before_barrier(static_cast<std::int64_t>(launch.grid_x) * launch.grid_y,
+                                                                    launch.kernel->multiprocessors, launch.kernel->ctas_per_sm);
   launch.sm90_params.ranges = 0;
 }
 
@@ -253,9 +263,9 @@ void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream) {
   launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, launch.pdl);
 }
 
-void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
-                      const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
-                      Stream stream, const PagedMqaLogitsOptions& options) {
+void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, const TensorView& logits, Stream stream,
+                      const PagedMqaLogitsOptions& options) {
   const PagedMqaLogitsCall call =
       check_paged_mqa_logits("paged_mqa_logits", q, kv_cache, weights, context_lens, block_table, logits, options);
   if (call.empty()) return;  // nothing to write

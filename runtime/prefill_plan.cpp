@@ -30,12 +30,12 @@ void check_config(const PrefillPlanConfig& c) {
     throw ArgumentError(fmt::format("PrefillPlan: {}", e.what()));
   }
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
-  if (c.max_tokens < 1 || c.max_tokens > kMqaMaxTokens)
-    fail("max_tokens", fmt::format("1..{}", kMqaMaxTokens), c.max_tokens);
+  if (c.max_tokens < 1 || c.max_tokens > kMqaMaxTokens) fail("max_tokens", fmt::format("1..{}", kMqaMaxTokens), c.max_tokens);
   if (c.max_keys < 1 || c.max_keys > (std::int64_t{1} << 30)) fail("max_keys", "1..2^30", c.max_keys);
   const std::size_t row = align_up(static_cast<std::size_t>(c.max_keys), 64) * logit_bytes(c.logits);
   if (c.logits_bytes < row)
-    fail("logits_bytes", fmt::format("at least one row of max_keys logits ({} bytes)", row), static_cast<long long>(c.logits_bytes));
+    fail("logits_bytes", fmt::format("at least one row of max_keys logits ({} bytes)", row),
+         static_cast<long long>(c.logits_bytes));
 }
 
 }  // namespace
@@ -88,7 +88,11 @@ void PrefillPlan::run(const TensorView& q, const TensorView& kv, const TensorVie
   if (memory_ == 0) throw ArgumentError("PrefillPlan::run: the plan was moved from");
   // Every check of every chunk first: a rejected run enqueues nothing and changes no byte.
   TensorChecks qc(op, "q", q);
-  qc.dtype({DType::fp8_e4m3}).rank({3}).contiguous().dim(1, config_.heads, "config.heads").dim(2, config_.head_dim, "config.head_dim");
+  qc.dtype({DType::fp8_e4m3})
+      .rank({3})
+      .contiguous()
+      .dim(1, config_.heads, "config.heads")
+      .dim(2, config_.head_dim, "config.head_dim");
   const std::int64_t tokens = q.shape[0];
   if (tokens > config_.max_tokens) qc.fail(fmt::format("shape[0] = T <= max_tokens = {}", config_.max_tokens), qc.shape());
   TensorChecks(op, "kv", kv).rank({2});
@@ -97,7 +101,12 @@ void PrefillPlan::run(const TensorView& q, const TensorView& kv, const TensorVie
   TensorChecks(op, "weights", weights).dtype({DType::f32}).rank({2}).dim(0, tokens, "T = q.shape[0]").contiguous();
   TensorChecks(op, "ks", ks).dtype({DType::i32}).rank({1}).dim(0, tokens, "T = q.shape[0]").contiguous();
   TensorChecks(op, "ke", ke).dtype({DType::i32}).rank({1}).dim(0, tokens, "T = q.shape[0]").contiguous();
-  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, config_.k, "config.k").contiguous();
+  TensorChecks(op, "indices", indices)
+      .dtype({DType::i32})
+      .rank({2})
+      .dim(0, tokens, "T = q.shape[0]")
+      .dim(1, config_.k, "config.k")
+      .contiguous();
   const std::int64_t keys = kv.shape[0];
   const std::int64_t qrow = static_cast<std::int64_t>(config_.heads) * config_.head_dim;
 

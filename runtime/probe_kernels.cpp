@@ -27,8 +27,8 @@ KernelSpec probe_spec(const Arch& arch, const std::string& name, int threads, co
       "  flash_indexer::kernels::{name}(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("name", name),
-      fmt::arg("bounds", bounds.empty() ? std::string() : "__launch_bounds__(" + bounds + ") "),
-      fmt::arg("entry", spec.entry), fmt::arg("parameter", parameter));
+      fmt::arg("bounds", bounds.empty() ? std::string() : "__launch_bounds__(" + bounds + ") "), fmt::arg("entry", spec.entry),
+      fmt::arg("parameter", parameter));
   spec.config = {{"kind", "probe"}, {"variant", name}, {"arch", arch.name()}};
   return spec;
 }

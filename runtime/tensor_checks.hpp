@@ -88,9 +88,7 @@ class TensorChecks {
   }
 
   std::string shape() const { return fmt::format("[{}]", fmt::join(v_.shape.begin(), v_.shape.begin() + v_.rank, ", ")); }
-  std::string strides() const {
-    return fmt::format("[{}]", fmt::join(v_.strides.begin(), v_.strides.begin() + v_.rank, ", "));
-  }
+  std::string strides() const { return fmt::format("[{}]", fmt::join(v_.strides.begin(), v_.strides.begin() + v_.rank, ", ")); }
 
  private:
   std::string_view op_;

@@ -39,10 +39,11 @@ TopkConfig TopkConfig::parse_key(std::string_view key) {
   const bool filter = parts.size() == 4 && parts[1].starts_with("filter");
   const bool wide = (resident && parts[1].starts_with("residentwide")) || (registers && parts[1].starts_with("registerwide"));
   if (parts.size() != 4 || parts[0] != "topk" || !(parts[1].starts_with("split") || resident || registers || filter) || !in)
-    throw ArgumentError(fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
-                                    "topk.resident<1|2|4|8|16>..., topk.residentwide<1|2|4|8>..., topk.register1..., "
-                                    "topk.registerwide1... or topk.filter<1|2|4|8>...",
-                                    key));
+    throw ArgumentError(
+        fmt::format("kernel key \"{}\": expected topk.split<1|2|4|8>.in-<f32|f16|bf16>.<arch>, or "
+                    "topk.resident<1|2|4|8|16>..., topk.residentwide<1|2|4|8>..., topk.register1..., "
+                    "topk.registerwide1... or topk.filter<1|2|4|8>...",
+                    key));
   TopkConfig c;
   c.resident = resident;
   c.registers = registers;
@@ -59,26 +60,28 @@ void TopkConfig::check_supported() const {
   if (arch.major < 8)
     throw ArgumentError(fmt::format("topk configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
-    throw ArgumentError(fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(),
-                                    static_cast<int>(logits)));
+    throw ArgumentError(
+        fmt::format("topk configuration {}: expected logits f32, f16 or bf16, got {}", key(), static_cast<int>(logits)));
   if (split != 1 && split != 2 && split != 4 && split != 8 && split != 16)
     throw ArgumentError(fmt::format("topk configuration {}: expected split 1, 2, 4, 8 or 16, got {}", key(), split));
   if (split == 16 && (!resident || wide))
-    throw ArgumentError(fmt::format("topk configuration {}: a cluster of 16 runs only the resident selector's 512-thread form", key()));
+    throw ArgumentError(
+        fmt::format("topk configuration {}: a cluster of 16 runs only the resident selector's 512-thread form", key()));
   if (registers && (resident || split != 1))
-    throw ArgumentError(fmt::format("topk configuration {}: the register selector runs one CTA per row (split 1), got split {}",
-                                    key(), split));
+    throw ArgumentError(
+        fmt::format("topk configuration {}: the register selector runs one CTA per row (split 1), got split {}", key(), split));
   if (registers && logits != LogitsDType::f32)
     throw ArgumentError(fmt::format("topk configuration {}: the register selector takes f32 logits", key()));
   if (filter && (resident || registers || wide))
     throw ArgumentError(fmt::format("topk configuration {}: the filter selector is neither resident, register nor wide", key()));
   if (filter && !has_large_smem(arch))
-    throw ArgumentError(fmt::format("topk configuration {}: the filter selector needs 163 KiB of shared memory per CTA "
-                                    "(sm_80, sm_90, sm_100), got {}",
-                                    key(), arch.name()));
+    throw ArgumentError(
+        fmt::format("topk configuration {}: the filter selector needs 163 KiB of shared memory per CTA "
+                    "(sm_80, sm_90, sm_100), got {}",
+                    key(), arch.name()));
   if (wide && !registers && (!resident || arch.major < 9))
-    throw ArgumentError(fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(),
-                                    arch.name()));
+    throw ArgumentError(
+        fmt::format("topk configuration {}: the wide resident selector needs sm_90 or newer, got {}", key(), arch.name()));
   if (split > 1 && arch.major < 9)
     throw ArgumentError(fmt::format("topk configuration {}: split {} needs thread-block clusters (sm_90 or newer), got {}", key(),
                                     split, arch.name()));
@@ -125,8 +128,7 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
   int split = 1;
   if (width <= kTopkOneCtaWidth) return split;
   for (int c : supported_topk_splits(arch))
-    if (rows * c <= cluster_ctas_limit(multiprocessors, c) && width >= static_cast<std::int64_t>(c) * kTopkMinSegment)
-      split = c;
+    if (rows * c <= cluster_ctas_limit(multiprocessors, c) && width >= static_cast<std::int64_t>(c) * kTopkMinSegment) split = c;
   return split;
 }
 
@@ -267,13 +269,15 @@ static KernelSpec topk_filter_spec(const TopkConfig& c) {
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"topk_filter.cuh\"\n"
-      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const "
+      "flash_indexer::kernels::TopkParams p) {{\n"
       "  flash_indexer::kernels::topk_filter<flash_indexer::kernels::LogitsOut::{in}, {split}>(p);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
       fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("ctas", kTopkCtasPerSm));
-  spec.config = {{"kind", "topk"}, {"variant", "filter"}, {"split", c.split}, {"logits", logits_name(c.logits)}, {"arch", c.arch.name()}};
+  spec.config = {
+      {"kind", "topk"}, {"variant", "filter"}, {"split", c.split}, {"logits", logits_name(c.logits)}, {"arch", c.arch.name()}};
   return spec;
 }
 
@@ -292,17 +296,20 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"{header}.cuh\"\n"
-      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const flash_indexer::kernels::TopkParams p) {{\n"
+      "extern \"C\" __global__ void {cluster}__launch_bounds__({threads}, {ctas}) {entry}(const "
+      "flash_indexer::kernels::TopkParams p) {{\n"
       "  flash_indexer::kernels::{header}<flash_indexer::kernels::LogitsOut::{in}, {split}, {stages}{threads_arg}>(p);\n"
       "}}\n",
-      fmt::arg("header", c.resident ? "topk_resident" : "topk_split"),
-      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
+      fmt::arg("header", c.resident ? "topk_resident" : "topk_split"), fmt::arg("key", spec.key),
+      fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.split > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.split) : std::string()),
       fmt::arg("in", logits_name(c.logits)), fmt::arg("split", c.split), fmt::arg("stages", stages),
       fmt::arg("threads_arg", c.resident ? fmt::format(", {}", spec.threads) : std::string()),
       fmt::arg("ctas", c.wide ? 1 : kTopkCtasPerSm));
   spec.config = {{"kind", "topk"},
-                 {"variant", c.wide ? "resident-wide" : c.resident ? "resident" : "split"},
+                 {"variant", c.wide       ? "resident-wide"
+                             : c.resident ? "resident"
+                                          : "split"},
                  {"split", c.split},
                  {"logits", logits_name(c.logits)},
                  {"arch", c.arch.name()}};

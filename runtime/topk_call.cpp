@@ -19,7 +19,9 @@ namespace {
 struct ConfigHash {
   std::size_t operator()(const TopkConfig& c) const {
     return (((static_cast<std::size_t>(c.logits) * 32 + c.split) * 4 + (c.resident ? 1 : 0) + (c.wide ? 2 : 0)) * 2 +
-            (c.registers ? 1 : 0)) * 2 + (c.filter ? 1 : 0);
+            (c.registers ? 1 : 0)) *
+               2 +
+           (c.filter ? 1 : 0);
   }
 };
 
@@ -49,11 +51,11 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   l.logits = logits_dtype_of(logits.dtype);
   if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8 &&
       options.split != 16)
-    throw ArgumentError(fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got {}", op,
-                                    options.split));
+    throw ArgumentError(
+        fmt::format("{}: options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got {}", op, options.split));
   if (rows * std::max(options.split, 1) > INT_MAX)
-    throw ArgumentError(fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op,
-                                    rows, options.split));
+    throw ArgumentError(
+        fmt::format("{}: options.split: expected rows * split <= 2^31-1 (the grid), got {} rows * {}", op, rows, options.split));
 
   TensorChecks lc(op, "lengths", lengths);
   lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
@@ -110,7 +112,8 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
 
   check_dcp_layout(op, "options.dcp", options.dcp);
   if (options.dcp.ranks > 1 && options.block_table.rank != 0)
-    throw ArgumentError(fmt::format("{}: options.block_table: expected none with options.dcp (the indices are global positions)", op));
+    throw ArgumentError(
+        fmt::format("{}: options.block_table: expected none with options.dcp (the indices are global positions)", op));
   if (options.dcp.ranks > 1 && options.row_starts.rank != 0)
     throw ArgumentError(fmt::format("{}: options.row_starts: expected none with options.dcp (decode rows)", op));
 
@@ -149,7 +152,6 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   return l;
 }
 
-
 TopkDevice topk_device(std::string_view op, LogitsDType logits, CUstream stream) {
   // The one-CTA kernel exists on every arch; it tells the device's arch and size. The resident
   // selector's one-CTA kernels (two CTAs per SM, and one for the wide form) tell how many clusters of
@@ -175,10 +177,10 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
                                     call.split, device.arch.name()));
   const TopkChoice c = choose_topk_kernel(call.params.rows, call.params.width, call.logits, device, call.split);
   if (c.split == 16 && !c.resident)
-    throw ArgumentError(fmt::format("{}: options.split = 16: a cluster of 16 runs only rows whose segment per CTA stays "
-                                    "resident ({} {} logits per CTA), got rows of width {}",
-                                    op, topk_resident_columns(call.logits, device.arch, false), logits_name(call.logits),
-                                    call.params.width));
+    throw ArgumentError(
+        fmt::format("{}: options.split = 16: a cluster of 16 runs only rows whose segment per CTA stays "
+                    "resident ({} {} logits per CTA), got rows of width {}",
+                    op, topk_resident_columns(call.logits, device.arch, false), logits_name(call.logits), call.params.width));
   const LoadedKernel& one_cta = loaded_kernel(op, {call.logits, Arch{}, 1}, stream);
   TopkLaunch launch;
   launch.kernel = c.split == 1 && !c.on_chip() && !c.filter
@@ -215,7 +217,8 @@ void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
   for (const TopkConfig& c : supported_topk_configs(current_device_arch()))
-    if (c.logits == logits) loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, nullptr);
+    if (c.logits == logits)
+      loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, nullptr);
 }
 
 }  // namespace flash_indexer

@@ -28,10 +28,11 @@ TopkMergeConfig TopkMergeConfig::parse_key(std::string_view key) {
 
 void TopkMergeConfig::check_supported() const {
   if (arch.major < 8)
-    throw ArgumentError(fmt::format("topk_merge configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
+    throw ArgumentError(
+        fmt::format("topk_merge configuration {}: expected an arch of sm_80 or newer, got {}", key(), arch.name()));
   if (values != LogitsDType::f32 && values != LogitsDType::f16 && values != LogitsDType::bf16)
-    throw ArgumentError(fmt::format("topk_merge configuration {}: expected values f32, f16 or bf16, got {}", key(),
-                                    static_cast<int>(values)));
+    throw ArgumentError(
+        fmt::format("topk_merge configuration {}: expected values f32, f16 or bf16, got {}", key(), static_cast<int>(values)));
 }
 
 std::vector<TopkMergeConfig> supported_topk_merge_configs(const Arch& arch) {

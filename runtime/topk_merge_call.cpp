@@ -40,8 +40,7 @@ TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, co
   const std::int64_t lists = values.shape[0], rows = values.shape[1], k_in = values.shape[2];
   if (rows > INT_MAX) vc.fail("rows = shape[1] in 0..2^31-1", std::to_string(rows));
   if (lists * k_in > kernels::kTopkMergeMaxCandidates)
-    vc.fail(fmt::format("D * k_in = shape[0] * shape[2] <= {} candidates per row", kernels::kTopkMergeMaxCandidates),
-            vc.shape());
+    vc.fail(fmt::format("D * k_in = shape[0] * shape[2] <= {} candidates per row", kernels::kTopkMergeMaxCandidates), vc.shape());
   TensorChecks pc(op, "positions", positions);
   pc.dtype({DType::i32}).rank({3}).dim(0, lists, "D = values.shape[0]").dim(1, rows, "rows = values.shape[1]");
   pc.dim(2, k_in, "k_in = values.shape[2]").contiguous().not_null().aligned(4);

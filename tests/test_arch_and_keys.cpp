@@ -80,8 +80,10 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   // forms; the filter selector
   CHECK(supported_topk_configs(Arch{9, 0, true}).size() == 3 * 4 * 3 + 3 + 2 + 4 * 3);
   CHECK(TopkConfig{LogitsDType::f32, Arch{9, 0, true}, 16, true}.key() == "topk.resident16.in-f32.sm_90a");
-  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split16.in-f32.sm_90a"), Contains("only the resident selector's 512-thread form"));
-  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide16.in-f32.sm_90a"), Contains("only the resident selector's 512-thread form"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.split16.in-f32.sm_90a"),
+                    Contains("only the resident selector's 512-thread form"));
+  CHECK_THROWS_WITH(TopkConfig::parse_key("topk.residentwide16.in-f32.sm_90a"),
+                    Contains("only the resident selector's 512-thread form"));
   CHECK(supported_topk_configs(Arch{8, 0, false}).size() == 2 * 3 + 2 + 3);  // no clusters nor wide resident form before sm_90
   CHECK(supported_topk_configs(Arch{8, 6, false}).size() == 2 * 3 + 2);      // nor the filter selector's 163 KiB
   for (const Arch& arch : {Arch{9, 0, true}, Arch{8, 6, false}})
@@ -98,7 +100,8 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.register1.in-f16.sm_90a"), Contains("takes f32 logits"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.filter1.in-f32.sm_86"), Contains("163 KiB"));
   CHECK_THROWS_WITH(TopkConfig::parse_key("topk.filter2.in-f32.sm_80"), Contains("clusters"));
-  CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") == TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
+  CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") ==
+        TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable and sm90), the top-k merge (one per values dtype), the three bench probes
@@ -146,7 +149,8 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   for (const auto& h : included_headers(a.source)) names.emplace_back(h.name);
   CHECK(names == std::vector<std::string>{"paged_mqa_logits_portable.cuh", "coarse_histogram.cuh", "coarse_bins.hpp",
                                           "grid_dependency.cuh", "numeric.cuh", "paged_mqa_logits_params.cuh",
-                                          "paged_mqa_logits_sm90_form.cuh", "tensor_map.cuh", "paged_mqa_logits_rows.cuh", "dcp.hpp"});
+                                          "paged_mqa_logits_sm90_form.cuh", "tensor_map.cuh", "paged_mqa_logits_rows.cuh",
+                                          "dcp.hpp"});
 
   // The cache entry name is stable for a spec and changes with anything compiled.
   const DiskCache cache("/nonexistent");
@@ -158,7 +162,8 @@ TEST_CASE("codegen is deterministic: one extern \"C\" kernel named after the key
   hopper.variant = PagedMqaLogitsVariant::sm90;
   const KernelSpec h = paged_mqa_logits_kernel_spec(hopper);
   // n3 h32 has a ranges form besides the common kernel (paged_mqa_logits_sm90_ranges.cuh).
-  CHECK(h.source.find("paged_mqa_logits_sm90_direct<3, 32, 128, false, flash_indexer::kernels::LogitsOut::bf16>") != std::string::npos);
+  CHECK(h.source.find("paged_mqa_logits_sm90_direct<3, 32, 128, false, flash_indexer::kernels::LogitsOut::bf16>") !=
+        std::string::npos);
   CHECK(h.source.find("__grid_constant__") != std::string::npos);
   KernelSpec edited = a;
   edited.source += "// changed\n";
@@ -193,8 +198,8 @@ TEST_CASE("the sm90 kernel's shared memory fits an H200 SM and keeps TMA destina
     CHECK(form.consumers_per_block * form.consumer_rows == c.next_n);
     CHECK(form.takers * form.consumers_per_block == form.consumers);
     CHECK((form.consumers_per_block == 1 || form.direct_stores));  // each row group stores its own rows
-    CHECK((!form.moves_registers || kernels::sm90_handover_fits(form.threads, form.producer_registers, form.consumers,
-                                                                form.consumer_registers)));
+    CHECK((!form.moves_registers ||
+           kernels::sm90_handover_fits(form.threads, form.producer_registers, form.consumers, form.consumer_registers)));
   }
 }
 

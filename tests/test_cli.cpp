@@ -81,8 +81,8 @@ TEST_CASE("warm and list and info and clear work on a machine without a GPU", "[
   CHECK_THAT(out, Contains("2 hits, 0 compiled, 0 failed"));
 
   CHECK(cli("list " + cache, &out) == 0);
-  CHECK_THAT(out, Contains("paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8.sm_90a") &&
-                      Contains(".sm_80 ") && Contains("2 entries"));
+  CHECK_THAT(out, Contains("paged_mqa_logits.portable.n1.h16.d64.bs64.hist0.out-f32.kv-fp8.sm_90a") && Contains(".sm_80 ") &&
+                      Contains("2 entries"));
   CHECK(cli("list --json " + cache + " 2>/dev/null", &out) == 0);
   const auto entries = nlohmann::json::parse(out);
   REQUIRE(entries.size() == 2);

@@ -91,8 +91,8 @@ TEST_CASE("coarse bins are monotone over a dense sweep of FP32 and reach all 102
 TEST_CASE("the reference histogram counts live non-NaN scores as stored", "[coarse_bins]") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   // Two rows of width 6; row 0 has 5 live columns (one NaN), row 1 has 2.
-  const std::vector<double> logits = {1.0, 1.0, nan, -20.5, 16.0004, 99.0,  //
-                                      0.0, -0.0, 5.0, 5.0, 5.0, 5.0};
+  const std::vector<double> logits = {1.0, 1.0,  nan, -20.5, 16.0004, 99.0,  //
+                                      0.0, -0.0, 5.0, 5.0,   5.0,     5.0};
   std::vector<std::int32_t> hist;
   reference::add_coarse_histogram(logits, 6, {5, 2}, LogitsDType::f32, hist);
   REQUIRE(hist.size() == 2 * kCoarseBins);

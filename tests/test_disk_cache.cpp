@@ -114,7 +114,12 @@ TEST_CASE("a corrupt entry is removed with a warning and rebuilt", "[cache]") {
 
   const std::vector<std::pair<std::string, std::function<void()>>> corruptions = {
       {"kernel.cubin has", [&] { fs::resize_file(entry / "kernel.cubin", good.size() / 2); }},
-      {"checksum mismatch", [&] { std::string bad = good; bad[bad.size() / 2] ^= 0x5a; overwrite(entry / "kernel.cubin", bad); }},
+      {"checksum mismatch",
+       [&] {
+         std::string bad = good;
+         bad[bad.size() / 2] ^= 0x5a;
+         overwrite(entry / "kernel.cubin", bad);
+       }},
       {"kernel.cubin is missing", [&] { fs::remove(entry / "kernel.cubin"); }},
       {"meta.json is not valid", [&] { overwrite(entry / "meta.json", "{ not json"); }},
       {"meta.json is missing", [&] { fs::remove(entry / "meta.json"); }},
@@ -153,8 +158,8 @@ TEST_CASE("FLASH_INDEXER_JIT=off turns a miss into an error naming the configura
   CHECK_FALSE(jit_enabled());
   CHECK(cache.get_or_compile(cached).outcome == CacheOutcome::hit);  // hits still load
   const KernelSpec missing = small_spec(LogitsDType::bf16);
-  CHECK_THROWS_WITH(cache.get_or_compile(missing), Contains("FLASH_INDEXER_JIT=off") && Contains(missing.key) &&
-                                                       Contains("flash-indexer warm"));
+  CHECK_THROWS_WITH(cache.get_or_compile(missing),
+                    Contains("FLASH_INDEXER_JIT=off") && Contains(missing.key) && Contains("flash-indexer warm"));
   ::unsetenv("FLASH_INDEXER_JIT");
   CHECK(jit_enabled());
   CHECK(count_dirs(dir.path()) == std::make_pair(1, 0));
@@ -194,8 +199,8 @@ TEST_CASE("four processes warming one empty directory at once all succeed with i
   const fs::path cache_dir = dir.path() / "cache";
   std::string script;
   for (int i = 0; i < 4; ++i)
-    script += fmt::format("{} warm --arch sm_90a --jobs 2 --manifest {} --cache-dir {} > {}/out{} 2>&1 & ", test::cli_path().string(),
-                          manifest.string(), cache_dir.string(), dir.path().string(), i);
+    script += fmt::format("{} warm --arch sm_90a --jobs 2 --manifest {} --cache-dir {} > {}/out{} 2>&1 & ",
+                          test::cli_path().string(), manifest.string(), cache_dir.string(), dir.path().string(), i);
   script += "fail=0; for p in $(jobs -p); do wait $p || fail=1; done; exit $fail";
   CHECK(test::run_command("bash -c '" + script + "'") == 0);
   int compiles = 0;
@@ -257,8 +262,8 @@ TEST_CASE("a compiler killed while it holds an entry's lock does not block the p
     const int null = ::open("/dev/null", O_WRONLY);
     ::dup2(null, 1);
     ::dup2(null, 2);
-    ::execl(cli.c_str(), cli.c_str(), "warm", "--jobs", "1", "--manifest", manifest.c_str(), "--cache-dir",
-            cache_dir.c_str(), static_cast<char*>(nullptr));
+    ::execl(cli.c_str(), cli.c_str(), "warm", "--jobs", "1", "--manifest", manifest.c_str(), "--cache-dir", cache_dir.c_str(),
+            static_cast<char*>(nullptr));
     ::_exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -268,8 +273,7 @@ TEST_CASE("a compiler killed while it holds an entry's lock does not block the p
   // A second process starts and waits on the lock; the first is killed mid-compile.
   std::string text;
   std::thread second([&] {
-    test::run_command(fmt::format("{} warm --jobs 1 --manifest {} --cache-dir {}", cli, manifest.string(),
-                                  cache_dir.string()),
+    test::run_command(fmt::format("{} warm --jobs 1 --manifest {} --cache-dir {}", cli, manifest.string(), cache_dir.string()),
                       &text);
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

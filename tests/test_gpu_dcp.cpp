@@ -87,8 +87,8 @@ TEST_CASE("gpu: topk with a DCP layout equals it on the local lengths, columns m
     for (const std::int64_t width : {std::int64_t{6000}, std::int64_t{70000}, std::int64_t{300000}})
       for (const int next_n : {1, 2})
         for (const DcpLayout layout : {DcpLayout{2, 1, 1}, DcpLayout{4, 2, 64}}) {
-          INFO("dtype " << static_cast<int>(dtype) << " local width " << width << " next_n " << next_n << " D "
-                        << layout.ranks << " r " << layout.rank << " I " << layout.interleave);
+          INFO("dtype " << static_cast<int>(dtype) << " local width " << width << " next_n " << next_n << " D " << layout.ranks
+                        << " r " << layout.rank << " I " << layout.interleave);
           const int batch = 4, k = 2048;
           const std::int64_t rows = batch * next_n;
           const std::int64_t global_width = width * layout.ranks;  // longer rows clamp to the local width
@@ -107,19 +107,21 @@ TEST_CASE("gpu: topk with a DCP layout equals it on the local lengths, columns m
           }
           const ck::DeviceBuffer dl = ck::DeviceBuffer::from(logits);
           std::vector<std::int32_t> global32(global.begin(), global.end());
-          const ck::DeviceBuffer dg = ck::DeviceBuffer::from(global32), dlocal = ck::DeviceBuffer::from(local_lengths(global, next_n, layout));
+          const ck::DeviceBuffer dg = ck::DeviceBuffer::from(global32),
+                                 dlocal = ck::DeviceBuffer::from(local_lengths(global, next_n, layout));
           ck::DeviceBuffer workspace(topk_workspace_bytes(rows)), ia(static_cast<std::size_t>(rows) * k * 4), ib(ia.bytes());
           const TensorView lv = TensorView::contiguous(dl.data(), tensor_dtype(dtype), {rows, width});
-          const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+          const TensorView ws =
+              TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
           ia.fill(0x7d);
           ib.fill(0x7d);
           TopkOptions a;
           a.next_n = next_n;  // global lengths per request, the MTP rule
           a.dcp = layout;
-          topk(lv, TensorView::contiguous(dg.data(), DType::i32, {batch}), TensorView::contiguous(ia.data(), DType::i32, {rows, k}), ws,
-               stream, a);
-          topk(lv, TensorView::contiguous(dlocal.data(), DType::i32, {rows}), TensorView::contiguous(ib.data(), DType::i32, {rows, k}),
-               ws, stream, {});
+          topk(lv, TensorView::contiguous(dg.data(), DType::i32, {batch}),
+               TensorView::contiguous(ia.data(), DType::i32, {rows, k}), ws, stream, a);
+          topk(lv, TensorView::contiguous(dlocal.data(), DType::i32, {rows}),
+               TensorView::contiguous(ib.data(), DType::i32, {rows, k}), ws, stream, {});
           test::gpu_session().synchronize();
           std::vector<std::int32_t> want = ib.to_host<std::int32_t>(static_cast<std::size_t>(rows) * k);
           for (auto& c : want)

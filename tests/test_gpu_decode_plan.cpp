@@ -59,84 +59,84 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       {2, 1, 64, 128, 512, LogitsDType::f32, 9000, false, false, false, KvFormat::mxfp4},
   };
   for (const bool pdl : {false, true})
-  for (DecodePlanConfig pc : configs) {
-    pc.pdl = pdl;
-    DecodePlan plan(pc);
-    for (int batch : {pc.max_batch, 1}) {
-      std::vector<int> lengths;
-      for (int b = 0; b < batch; ++b) lengths.push_back(b == 1 ? 0 : static_cast<int>(rng() % pc.max_context) + 1);
-      const ck::LogitsCase lc = plan_case(pc, lengths, rng);
-      INFO(ck::describe(lc) << " k " << pc.k << (pc.physical_slots ? " slots" : "") << (pc.sorted ? " sorted" : "")
-                            << (pc.pdl ? " pdl" : ""));
-      const ck::HostInputs in = ck::make_inputs(lc);
-      ck::DeviceInputs d = ck::upload(in, lc);
-      const ck::LogitsViews v = ck::views(d, in, lc);
-      const std::int64_t rows = static_cast<std::int64_t>(batch) * pc.next_n;
-      ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
-      indices.fill(0x7d);
-      const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+    for (DecodePlanConfig pc : configs) {
+      pc.pdl = pdl;
+      DecodePlan plan(pc);
+      for (int batch : {pc.max_batch, 1}) {
+        std::vector<int> lengths;
+        for (int b = 0; b < batch; ++b) lengths.push_back(b == 1 ? 0 : static_cast<int>(rng() % pc.max_context) + 1);
+        const ck::LogitsCase lc = plan_case(pc, lengths, rng);
+        INFO(ck::describe(lc) << " k " << pc.k << (pc.physical_slots ? " slots" : "") << (pc.sorted ? " sorted" : "")
+                              << (pc.pdl ? " pdl" : ""));
+        const ck::HostInputs in = ck::make_inputs(lc);
+        ck::DeviceInputs d = ck::upload(in, lc);
+        const ck::LogitsViews v = ck::views(d, in, lc);
+        const std::int64_t rows = static_cast<std::int64_t>(batch) * pc.next_n;
+        ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
+        indices.fill(0x7d);
+        const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
       // NaN in every logit of the plan's buffer, on the plan's stream: a top-k that read before the logits
       // kernel finished would miss scores (a NaN is never selected).
-      const TensorView plan_logits = plan.logits(batch);
-      FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(plan_logits.data), 0xff,
-            static_cast<std::size_t>(rows * plan.width()) * dtype_size(plan_logits.dtype), test::gpu_session().stream());
-      if (pc.kv == KvFormat::mxfp4)
-        plan.run(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
-      else
-        plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
-      test::gpu_session().synchronize();
-      require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
-                   test::plan_reference_indices(lc, in, pc, plan.width()), pc);
-      if (pc.histogram) {
-        std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));  // after the stream synchronized above
-        driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
-                                                 rep.size() * sizeof(TopkRowReport)),
-                      "cuMemcpyDtoH");
+        const TensorView plan_logits = plan.logits(batch);
+        FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(plan_logits.data), 0xff,
+              static_cast<std::size_t>(rows * plan.width()) * dtype_size(plan_logits.dtype), test::gpu_session().stream());
+        if (pc.kv == KvFormat::mxfp4)
+          plan.run(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
+        else plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, test::gpu_session().stream());
+        test::gpu_session().synchronize();
+        require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
+                     test::plan_reference_indices(lc, in, pc, plan.width()), pc);
+        if (pc.histogram) {
+          std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));  // after the stream synchronized above
+          driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
+                                                   rep.size() * sizeof(TopkRowReport)),
+                        "cuMemcpyDtoH");
         // The fused histogram adds up (1), or the resident selector counted instead (0).
-        for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0));
+          for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0));
+        }
       }
     }
-  }
 }
 
 TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block tables", "[gpu][plan]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
   for (const bool pdl : {false, true}) {
-  INFO((pdl ? "pdl" : "no pdl"));
-  DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
-  pc.pdl = pdl;
-  DecodePlan plan(pc);
-  ck::LogitsCase lc = plan_case(pc, {20000, 30000, 5, 0, 12345, 2049}, rng);
-  lc.spare_blocks = 500;
-  ck::HostInputs in = ck::make_inputs(lc);
-  ck::DeviceInputs d = ck::upload(in, lc);
-  const ck::LogitsViews v = ck::views(d, in, lc);
-  const std::int64_t rows = 6 * 2;
-  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
-  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
-  CUstream stream = test::gpu_session().stream();
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
-  plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
-  FI_CU(cuStreamEndCapture, "test", stream, &graph);
-  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
-  for (int replay = 0; replay < 3; ++replay) {
-    INFO("replay " << replay);
-    for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
-    in.context_lens[replay] = 0;  // a padding request
-    ck::reshuffle_block_table(in, rng(), (pc.max_context + 63) / 64, -1);
-    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
-    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
-    indices.fill(0x7d);
-    FI_CU(cuGraphLaunch, "test", exec, stream);
-    test::gpu_session().synchronize();
-    lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
-    require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(lc, in, pc, plan.width()), pc);
-  }
-  driver::api().cuGraphExecDestroy(exec);
-  driver::api().cuGraphDestroy(graph);
+    INFO((pdl ? "pdl" : "no pdl"));
+    DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
+    pc.pdl = pdl;
+    DecodePlan plan(pc);
+    ck::LogitsCase lc = plan_case(pc, {20000, 30000, 5, 0, 12345, 2049}, rng);
+    lc.spare_blocks = 500;
+    ck::HostInputs in = ck::make_inputs(lc);
+    ck::DeviceInputs d = ck::upload(in, lc);
+    const ck::LogitsViews v = ck::views(d, in, lc);
+    const std::int64_t rows = 6 * 2;
+    ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
+    const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+    CUstream stream = test::gpu_session().stream();
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
+    FI_CU(cuStreamEndCapture, "test", stream, &graph);
+    FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+    for (int replay = 0; replay < 3; ++replay) {
+      INFO("replay " << replay);
+      for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
+      in.context_lens[replay] = 0;  // a padding request
+      ck::reshuffle_block_table(in, rng(), (pc.max_context + 63) / 64, -1);
+      d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
+      d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
+      indices.fill(0x7d);
+      FI_CU(cuGraphLaunch, "test", exec, stream);
+      test::gpu_session().synchronize();
+      lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
+      require_same(indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
+                   test::plan_reference_indices(lc, in, pc, plan.width()), pc);
+    }
+    driver::api().cuGraphExecDestroy(exec);
+    driver::api().cuGraphDestroy(graph);
   }
 }
 
@@ -188,8 +188,10 @@ void two_decode_steps(LogitsDType dtype, PdlLaunches pdl) {
   paged_mqa_logits(vb.q, vb.kv_cache, vb.weights, vb.context_lens, vb.block_table, va.logits, stream, lo);
   topk(va.logits, vb.context_lens, ib, ws, stream, to);
   test::gpu_session().synchronize();
-  require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(a, in_a, pc, in_a.width), pc);
-  require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k), test::plan_reference_indices(b, in_b, pc, in_b.width), pc);
+  require_same(indices_a.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
+               test::plan_reference_indices(a, in_a, pc, in_a.width), pc);
+  require_same(indices_b.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k),
+               test::plan_reference_indices(b, in_b, pc, in_b.width), pc);
 }
 
 }  // namespace

@@ -55,9 +55,14 @@ TEST_CASE("gpu: the paged-read probe reads exactly the blocks the lengths cover"
                        lengths_d = ck::DeviceBuffer::from(lengths);
       ck::DeviceBuffer warp_xor(static_cast<std::size_t>(bench::paged_read_warps()) * 4);
       warp_xor.fill(0xa5);  // poisoned: every warp must store its slot
-      const kernels::PagedReadParams p{pool_d.data(), static_cast<const int*>(table_d.data()),
-                                       static_cast<const int*>(lengths_d.data()), batch, stride, block_bytes / 16,
-                                       block_tokens, static_cast<unsigned int*>(warp_xor.data())};
+      const kernels::PagedReadParams p{pool_d.data(),
+                                       static_cast<const int*>(table_d.data()),
+                                       static_cast<const int*>(lengths_d.data()),
+                                       batch,
+                                       stride,
+                                       block_bytes / 16,
+                                       block_tokens,
+                                       static_cast<unsigned int*>(warp_xor.data())};
       bench::launch_paged_read(p, gpu.stream());
       gpu.synchronize();
       unsigned int got = 0;

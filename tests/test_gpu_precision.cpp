@@ -24,7 +24,8 @@ namespace {
 // The E4M3 byte of a value it represents exactly.
 std::uint8_t e4m3(float x) {
   for (int b = 0; b < 256; ++b)
-    if (reference::fp8_e4m3_to_float(static_cast<std::uint8_t>(b)) == x && (x != 0 || b == 0)) return static_cast<std::uint8_t>(b);
+    if (reference::fp8_e4m3_to_float(static_cast<std::uint8_t>(b)) == x && (x != 0 || b == 0))
+      return static_cast<std::uint8_t>(b);
   throw std::runtime_error(fmt::format("{} is not an E4M3 value", x));
 }
 
@@ -66,8 +67,7 @@ std::vector<float> run_probe(const std::vector<ProbeKey>& keys) {
   o.variant = PagedMqaLogitsVariant::sm90;
   paged_mqa_logits(TensorView::contiguous(dq.data(), DType::fp8_e4m3, {1, 1, kHeads, kDim}),
                    TensorView::contiguous(dkv.data(), DType::u8, {blocks, 64, 1, token_bytes}),
-                   TensorView::contiguous(dw.data(), DType::f32, {1, kHeads}),
-                   TensorView::contiguous(dl.data(), DType::i32, {1}),
+                   TensorView::contiguous(dw.data(), DType::f32, {1, kHeads}), TensorView::contiguous(dl.data(), DType::i32, {1}),
                    TensorView::contiguous(dt.data(), DType::i32, {1, blocks}),
                    TensorView::contiguous(out.data(), DType::f32, {1, blocks * 64}), test::gpu_session().stream(), o);
   test::gpu_session().synchronize();
@@ -87,7 +87,8 @@ ProbeKey key_with(float small, int first, int count = 1) {
 
 }  // namespace
 
-TEST_CASE("gpu: the FP8 tensor core keeps 13 bits below the largest addend's leading bit and truncates toward zero", "[gpu][logits][precision]") {
+TEST_CASE("gpu: the FP8 tensor core keeps 13 bits below the largest addend's leading bit and truncates toward zero",
+          "[gpu][logits][precision]") {
   test::require_gpu();
   if (test::gpu_session().arch().name() != "sm_90a") {
     SUCCEED("the sm90 kernel needs sm_90a");
@@ -100,8 +101,8 @@ TEST_CASE("gpu: the FP8 tensor core keeps 13 bits below the largest addend's lea
     std::vector<int> gaps;
     std::vector<ProbeKey> keys;
   };
-  std::vector<Probe> probes = {{"same slice, +2^(16-g)", {}, {}},      {"same slice, -2^(16-g)", {}, {}},
-                               {"next slice, +2^(16-g)", {}, {}},      {"next slice, -2^(16-g)", {}, {}},
+  std::vector<Probe> probes = {{"same slice, +2^(16-g)", {}, {}},     {"same slice, -2^(16-g)", {}, {}},
+                               {"next slice, +2^(16-g)", {}, {}},     {"next slice, -2^(16-g)", {}, {}},
                                {"same slice, +1.5*2^(16-g)", {}, {}}, {"same slice, 31 x +2^(16-g)", {}, {}}};
   for (int g = 8; g <= 25; ++g) {
     const float small = std::ldexp(1.0f, 16 - g);

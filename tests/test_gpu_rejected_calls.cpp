@@ -160,7 +160,8 @@ TEST_CASE("gpu: rejected topk calls change no byte and leave the context usable"
       {"logits: expected shape[0] >= 0", [](Args& a) { a.logits.shape[0] = -5; }},
       {"logits: expected a tensor of at most 2^48 bytes", [](Args& a) { a.logits.strides[0] = kHuge; }},
       {"logits: expected dtype float32 or float16 or bfloat16", [](Args& a) { a.logits.dtype = DType::i32; }},
-      {"lengths: expected shape[0] >= 0", [](Args& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {-1, -5}); }},
+      {"lengths: expected shape[0] >= 0",
+       [](Args& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {-1, -5}); }},
       {"lengths: expected shape[0] = 5 (rows)", [](Args& a) { a.lengths.shape[0] = 4; }},
       {"indices: expected k = indices.shape[1] in 1..2048", [](Args& a) { a.indices.shape[1] = 0; }},
       {"indices: expected shape[0] >= 0", [](Args& a) { a.indices.shape[0] = -5; }},
@@ -168,12 +169,23 @@ TEST_CASE("gpu: rejected topk calls change no byte and leave the context usable"
       {"workspace: expected shape[0] >= 0", [](Args& a) { a.workspace.shape[0] = -1; }},
       {"workspace: expected at least topk_workspace_bytes(5)", [](Args& a) { a.workspace.shape[0] = 16; }},
       {"values: expected shape[1] = 512 (k)", [](Args& a) { a.options.values.shape[1] = 256; }},
-      {"histogram: expected shape[1] = 1024", [](Args& a) { a.options.histogram = a.lengths; a.options.histogram.rank = 2; a.options.histogram.shape = {5, 3}; a.options.histogram.strides = {3, 1}; }},
-      {"block_table: expected shape[0] = B dividing rows = 5", [](Args& a) { a.options.block_table = TensorView::contiguous(a.lengths.data, DType::i32, {2, 1}); }},
+      {"histogram: expected shape[1] = 1024",
+       [](Args& a) {
+         a.options.histogram = a.lengths;
+         a.options.histogram.rank = 2;
+         a.options.histogram.shape = {5, 3};
+         a.options.histogram.strides = {3, 1};
+       }},
+      {"block_table: expected shape[0] = B dividing rows = 5",
+       [](Args& a) { a.options.block_table = TensorView::contiguous(a.lengths.data, DType::i32, {2, 1}); }},
       {"options.split: expected 0 (automatic) or 1, 2, 4, 8, 16", [](Args& a) { a.options.split = 3; }},
       // Known only once the device is (the choice), still before anything is enqueued.
       {"options.split = 16: a cluster of 16 runs only rows whose segment per CTA stays resident",
-       [](Args& a) { a.logits.shape[1] = 300000; a.logits.strides[0] = 300000; a.options.split = 16; }},
+       [](Args& a) {
+         a.logits.shape[1] = 300000;
+         a.logits.strides[0] = 300000;
+         a.options.split = 16;
+       }},
       {"options.next_n: expected 0 (per-row lengths) or 1..64", [](Args& a) { a.options.next_n = -2; }},
   };
   for (const auto& [text, change] : table) {
@@ -216,8 +228,8 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
   const std::size_t logits_bytes = static_cast<std::size_t>(plan_logits.numel()) * 2;
   const std::size_t hist_bytes = static_cast<std::size_t>(plan_hist.numel()) * 4;
   const std::size_t ws_bytes = static_cast<std::size_t>(plan_ws.numel());
-  for (const auto& [data, bytes] : {std::pair{plan_logits.data, logits_bytes}, std::pair{plan_hist.data, hist_bytes},
-                                    std::pair{plan_ws.data, ws_bytes}})
+  for (const auto& [data, bytes] :
+       {std::pair{plan_logits.data, logits_bytes}, std::pair{plan_hist.data, hist_bytes}, std::pair{plan_ws.data, ws_bytes}})
     driver::check(driver::api().cuMemsetD8(reinterpret_cast<CUdeviceptr>(data), 0x6b, bytes), "cuMemsetD8");
   driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");  // the memsets finished before any call
   const std::vector<Region> outputs = {{"indices", indices.data(), indices.bytes()},
@@ -233,7 +245,11 @@ TEST_CASE("gpu: rejected DecodePlan::run calls enqueue nothing: no byte of the o
 
   const std::vector<std::pair<std::string, std::function<void(Args&)>>> table = {
       // A negative batch must be rejected before the histogram's memset: (size_t)-1 * 1024 ints kill the context.
-      {"q: expected shape[0] >= 0", [](Args& a) { a.v.q.shape[0] = -1; a.v.weights.shape[0] = -2; }},
+      {"q: expected shape[0] >= 0",
+       [](Args& a) {
+         a.v.q.shape[0] = -1;
+         a.v.weights.shape[0] = -2;
+       }},
       {"q: expected shape[0] = B <= max_batch = 4", [](Args& a) { a.v.q.shape[0] = 5; }},
       {"q: expected shape[2] = 32 (config.heads)", [](Args& a) { a.v.q.shape[2] = 64; }},
       // A wrong indices shape must be rejected before the memset and the logits launch.

@@ -58,8 +58,8 @@ void run_configuration(LogitsDType dtype, int k, bool histogram, bool sorted) {
   // Histograms that do not describe these logits: the answer stays exact (the row falls back), whichever
   // the split.
   int split = 1;
-  for (ck::HistogramMode mode : {ck::HistogramMode::doubled, ck::HistogramMode::zeroed, ck::HistogramMode::other_data,
-                                 ck::HistogramMode::random}) {
+  for (ck::HistogramMode mode :
+       {ck::HistogramMode::doubled, ck::HistogramMode::zeroed, ck::HistogramMode::other_data, ck::HistogramMode::random}) {
     c.histogram = mode;
     c.rows = test_rows(k, rng);
     c.runs = 1;
@@ -207,8 +207,7 @@ TEST_CASE("gpu: top-k with decode-form lengths ([B] with the MTP rule, and [B, n
       c.lengths_2d = two_d;
       c.request_lengths = {0, 1, 3, 600, 513, 20000, static_cast<std::int32_t>(rng() % 30000)};
       for (std::int32_t len : c.request_lengths)
-        for (int j = 0; j < next_n; ++j)
-          c.rows.push_back({ck::RowKind::relu, std::int64_t{len} - next_n + j + 1});
+        for (int j = 0; j < next_n; ++j) c.rows.push_back({ck::RowKind::relu, std::int64_t{len} - next_n + j + 1});
       if (two_d) {  // [B, next_n] holds the row lengths themselves
         c.request_lengths.clear();
         for (const auto& row : c.rows) c.request_lengths.push_back(static_cast<std::int32_t>(row.length));

@@ -66,8 +66,8 @@ TEST_CASE("gpu: topk_merge equals reference::topk_merge on adversarial candidate
   struct Shape {
     int lists, rows, k_in, k;
   };
-  const Shape shapes[] = {{1, 3, 5, 3},     {2, 5, 64, 64},   {2, 4, 2048, 2048}, {4, 33, 7, 16},
-                          {8, 6, 300, 2048}, {16, 2, 2048, 2048}, {3, 9, 100, 1},  {5, 1, 1, 7}};
+  const Shape shapes[] = {{1, 3, 5, 3},      {2, 5, 64, 64},      {2, 4, 2048, 2048}, {4, 33, 7, 16},
+                          {8, 6, 300, 2048}, {16, 2, 2048, 2048}, {3, 9, 100, 1},     {5, 1, 1, 7}};
   for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
     for (const Shape& s : shapes) {
       INFO("values " << static_cast<int>(dtype) << " D " << s.lists << " rows " << s.rows << " k_in " << s.k_in << " k " << s.k);
@@ -137,7 +137,8 @@ TEST_CASE("gpu: DCP top-k (each rank's shard selected, then merged) equals topk 
             return TensorView::contiguous(b.data(), tensor_dtype(dtype), {rows, w});
           };
           ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
-          const TensorView ws = TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
+          const TensorView ws =
+              TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())});
           // The single-GPU top-k of the whole rows.
           std::vector<std::int32_t> whole_lengths(lengths.begin(), lengths.end());
           const ck::DeviceBuffer dwhole = ck::DeviceBuffer::from(whole), dlens = ck::DeviceBuffer::from(whole_lengths);

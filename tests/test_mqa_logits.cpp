@@ -91,7 +91,8 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
   expect_error([](Args& a) { a.q.data = fake(0x10008); }, "q: expected a 16-byte aligned data pointer");
   expect_error([](Args& a) { a.kv = TensorView::contiguous(a.kv.data, DType::fp8_e4m3, {700, 64}); },
                "kv: expected shape[1] = 128 (head_dim)");
-  expect_error([](Args& a) { a.kv.strides[0] = 136; }, "kv: expected a row stride >= head_dim = 128 bytes and a multiple of 16, got 136");
+  expect_error([](Args& a) { a.kv.strides[0] = 136; },
+               "kv: expected a row stride >= head_dim = 128 bytes and a multiple of 16, got 136");
   expect_error([](Args& a) { a.kv.dtype = DType::f16; }, "kv: expected dtype");
   expect_error([](Args& a) { a.scales.shape[0] = 699; }, "kv_scales: expected shape[0] = 700 (N = kv.shape[0])");
   expect_error([](Args& a) { a.w.shape[1] = 32; }, "weights: expected shape[1] = 64 (heads)");

@@ -48,8 +48,12 @@ struct Device {
   ck::DeviceBuffer q, kv, scales, w, ks, ke;
   TensorView qv, kvv, sv, wv, ksv, kev;
   explicit Device(const check::PrefillProblem& p)
-      : q(ck::DeviceBuffer::from(p.q)), kv(ck::DeviceBuffer::from(p.kv)), scales(ck::DeviceBuffer::from(p.scales)),
-        w(ck::DeviceBuffer::from(p.w)), ks(ck::DeviceBuffer::from(p.ks)), ke(ck::DeviceBuffer::from(p.ke)) {
+      : q(ck::DeviceBuffer::from(p.q)),
+        kv(ck::DeviceBuffer::from(p.kv)),
+        scales(ck::DeviceBuffer::from(p.scales)),
+        w(ck::DeviceBuffer::from(p.w)),
+        ks(ck::DeviceBuffer::from(p.ks)),
+        ke(ck::DeviceBuffer::from(p.ke)) {
     qv = TensorView::contiguous(q.data(), DType::fp8_e4m3, {p.T, p.H, p.D});
     kvv = TensorView::contiguous(kv.data(), DType::fp8_e4m3, {p.N, p.D});
     kvv.strides[0] = p.kv_stride;
@@ -129,9 +133,9 @@ TEST_CASE("gpu: a rejected PrefillPlan::run changes no byte", "[gpu][prefill]") 
   CHECK_THROWS_WITH(plan.run(d.qv, d.kvv, d.sv, d.wv, d.ksv, bad_ke, TensorView::contiguous(indices.data(), DType::i32, {20, 64}),
                              gpu.stream()),
                     Contains("PrefillPlan::run: ke: expected dtype int32"));
-  CHECK_THROWS_WITH(plan.run(d.qv, d.kvv, d.sv, d.wv, d.ksv, d.kev, TensorView::contiguous(indices.data(), DType::i32, {20, 32}),
-                             gpu.stream()),
-                    Contains("indices: expected shape[1] = 64 (config.k)"));
+  CHECK_THROWS_WITH(
+      plan.run(d.qv, d.kvv, d.sv, d.wv, d.ksv, d.kev, TensorView::contiguous(indices.data(), DType::i32, {20, 32}), gpu.stream()),
+      Contains("indices: expected shape[1] = 64 (config.k)"));
   gpu.synchronize();
   const auto after = indices.to_host<std::uint8_t>(20 * 64 * 4);
   CHECK(std::all_of(after.begin(), after.end(), [](std::uint8_t b) { return b == 0x7d; }));

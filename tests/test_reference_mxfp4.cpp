@@ -68,7 +68,8 @@ struct TwinProblem {
     const std::int64_t block4 = kBlock * (kDim / 2 + 4), block8 = kBlock * (kDim + 4);
     auto draw = [&](std::uint8_t* packed, std::int32_t& scales, std::uint8_t* fp8) {
       scales = 0;
-      for (int g = 0; g < kDim / 32; ++g) scales |= static_cast<std::int32_t>(static_cast<std::uint32_t>(exponent(rng)) << (8 * g));
+      for (int g = 0; g < kDim / 32; ++g)
+        scales |= static_cast<std::int32_t>(static_cast<std::uint32_t>(exponent(rng)) << (8 * g));
       for (int d = 0; d < kDim; d += 2) packed[d / 2] = static_cast<std::uint8_t>(nibble(rng) | nibble(rng) << 4);
       for (int d = 0; d < kDim; ++d) fp8[d] = to_fp8(ref::mxfp4_value(packed, scales, d));
     };
@@ -218,7 +219,8 @@ TEST_CASE("MXFP4 quantization: nearest E2M1, ties to the even code, an exponent 
     }
     for (int i = 0; i < 32; ++i) {
       const double got = reference::mxfp4_value(packed.data(), scales, g * 32 + i);
-      const double want = reference::fp4_e2m1_to_float(reference::e2m1_nibble_of(static_cast<float>(std::ldexp(x[g * 32 + i], -e))));
+      const double want =
+          reference::fp4_e2m1_to_float(reference::e2m1_nibble_of(static_cast<float>(std::ldexp(x[g * 32 + i], -e))));
       CHECK(got == std::ldexp(want, e));
       // No E2M1 value times 2^e is nearer to x than the one chosen.
       for (std::uint8_t code = 0; code < 16; ++code)

@@ -95,9 +95,7 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-std::filesystem::path cli_path() {
-  return std::filesystem::canonical("/proc/self/exe").parent_path() / "flash-indexer";
-}
+std::filesystem::path cli_path() { return std::filesystem::canonical("/proc/self/exe").parent_path() / "flash-indexer"; }
 
 int run_command(const std::string& command, std::string* output) {
   FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");

@@ -18,7 +18,9 @@ const TopkDevice h200{h200_arch, kSms, {0, 132, 62, 30}, {0, 66, 30, 15}};
 TopkDevice device_of(const Arch& arch) { return arch.major >= 9 ? TopkDevice{arch, kSms} : TopkDevice{arch, 108}; }
 
 // The automatic choice for rows x width, as topk() makes it.
-TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits) { return choose_topk_kernel(rows, width, logits, h200, 0); }
+TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits) {
+  return choose_topk_kernel(rows, width, logits, h200, 0);
+}
 TopkChoice automatic(std::int64_t rows, std::int64_t width, LogitsDType logits, const Arch& arch) {
   return choose_topk_kernel(rows, width, logits, device_of(arch), 0);
 }
@@ -53,8 +55,7 @@ TEST_CASE("topk kernel choice: an FP32 row on one CTA takes the register selecto
   check(choose_topk_kernel(1, 8192, LogitsDType::f32, h200, 2), 2, true, false);
 }
 
-TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cluster take the resident form",
-          "[topk_choice]") {
+TEST_CASE("topk kernel choice: rows that fit 16K FP32 / 32K FP16 per CTA of a cluster take the resident form", "[topk_choice]") {
   check(automatic(1, 131072, LogitsDType::f32), 16, true, false);  // 16K per CTA at 8 fills the buffer: 16
   check(automatic(8, 131072, LogitsDType::f32), 8, true, false);   // not for 8 rows (128 CTAs)
   check(automatic(4, 131072, LogitsDType::f16), 16, true, false);  // 16K FP16 per CTA at 8: half the buffer

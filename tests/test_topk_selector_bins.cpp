@@ -37,11 +37,13 @@ void check_key(std::uint64_t k, Bin bin, Lowest lowest) {
 TEST_CASE("selector bins: every 16-bit key is inside its bin's interval, bins fall as keys rise", "[selector_bins]") {
   int previous16 = kTopkSelectorBins, previous_bf16 = kTopkSelectorBins;
   for (std::uint32_t k = 0; k <= 0xffffu; ++k) {
-    check_key(k, [](std::uint64_t x) { return selector_bin_of_key16(static_cast<std::uint32_t>(x)); },
-              [](int b) { return std::uint64_t{lowest_key16_of_selector_bin(b)}; });
+    check_key(
+        k, [](std::uint64_t x) { return selector_bin_of_key16(static_cast<std::uint32_t>(x)); },
+        [](int b) { return std::uint64_t{lowest_key16_of_selector_bin(b)}; });
     // BF16: the top half of the FP32 key, as the kernel forms it.
-    check_key(k, [](std::uint64_t x) { return selector_bin_of_key32(static_cast<std::uint32_t>(x) << 16); },
-              [](int b) { return std::uint64_t{lowest_key32_of_selector_bin(b) >> 16}; });
+    check_key(
+        k, [](std::uint64_t x) { return selector_bin_of_key32(static_cast<std::uint32_t>(x) << 16); },
+        [](int b) { return std::uint64_t{lowest_key32_of_selector_bin(b) >> 16}; });
     REQUIRE(selector_bin_of_key16(k) <= previous16);
     REQUIRE(selector_bin_of_key32(k << 16) <= previous_bf16);
     previous16 = selector_bin_of_key16(k);
@@ -198,14 +200,17 @@ TEST_CASE("fine bins: a bin's value bounds classify exactly the values of the bi
   const ValueBounds f32{0x007fffffu, 0xff800000u,
                         [](std::uint32_t k) { return std::bit_cast<float>((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k); },
                         [](int f) { return lowest_key32_of_fine_bin(f); }};
-  const ValueBounds f16{0x03ffu, 0xfc00u,
-                        [](std::uint32_t k) { return ref::f16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
-                        [](int f) { return lowest_key16_of_fine_bin(f); }};
-  const ValueBounds bf16{0x007fu, 0xff80u,
-                         [](std::uint32_t k) { return ref::bf16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
-                         [](int f) { return lowest_key32_of_fine_bin(f) >> 16; }};
+  const ValueBounds f16{
+      0x03ffu, 0xfc00u,
+      [](std::uint32_t k) { return ref::f16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
+      [](int f) { return lowest_key16_of_fine_bin(f); }};
+  const ValueBounds bf16{
+      0x007fu, 0xff80u,
+      [](std::uint32_t k) { return ref::bf16_bits_to_float(static_cast<std::uint16_t>((k & 0x8000u) ? (k ^ 0x8000u) : ~k)); },
+      [](int f) { return lowest_key32_of_fine_bin(f) >> 16; }};
   for (std::uint32_t b = 0; b <= 0xffffu; ++b) {  // every 16-bit value
-    const float h = ref::f16_bits_to_float(static_cast<std::uint16_t>(b)), g = ref::bf16_bits_to_float(static_cast<std::uint16_t>(b));
+    const float h = ref::f16_bits_to_float(static_cast<std::uint16_t>(b)),
+                g = ref::bf16_bits_to_float(static_cast<std::uint16_t>(b));
     if (h == h) f16.check(h, fine_bin_of_bits16(b));
     if (g == g) bf16.check(g, fine_bin_of_bits32(b << 16));
   }

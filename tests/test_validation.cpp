@@ -92,19 +92,46 @@ TEST_CASE("paged_mqa_logits takes an MXFP4 cache with a packed query, and names 
     a.use_mxfp4();
     CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));  // validation passed
   }
-  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales = {}; }, "options.q_scales: expected");
-  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales.shape[2] = 32; }, "options.q_scales: expected shape[2] = 64 (heads)");
-  expect_error([](Args& a) { a.use_mxfp4(); a.options.q_scales.dtype = DType::f32; }, "options.q_scales: expected dtype int32");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.options.q_scales = {};
+      },
+      "options.q_scales: expected");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.options.q_scales.shape[2] = 32;
+      },
+      "options.q_scales: expected shape[2] = 64 (heads)");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.options.q_scales.dtype = DType::f32;
+      },
+      "options.q_scales: expected dtype int32");
   expect_error([](Args& a) { a.options.q_scales = TensorView::contiguous(fake(0x60000), DType::i32, {4, 2, 64}); },
                "options.q_scales: expected none for an FP8 query");
-  expect_error([](Args& a) { a.use_mxfp4(); a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 1, 132}); },
-               "kv_cache: expected shape[3] = 68");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 1, 132});
+      },
+      "kv_cache: expected shape[3] = 68");
   expect_error([](Args& a) { a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 1, 68}); },
                "kv_cache: expected shape[3] = 132");
-  expect_error([](Args& a) { a.use_mxfp4(); a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 2, 64, 32}); },
-               "q: expected q.shape[3] = head_dim / 2 = 64");
-  expect_error([](Args& a) { a.use_mxfp4(); a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 5, 64, 64}); },
-               "q: expected next_n = q.shape[1] in 1..4 for MXFP4, got 5");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 2, 64, 32});
+      },
+      "q: expected q.shape[3] = head_dim / 2 = 64");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 5, 64, 64});
+      },
+      "q: expected next_n = q.shape[1] in 1..4 for MXFP4, got 5");
 }
 
 TEST_CASE("paged_mqa_logits rejects a bad kv_cache", "[validation]") {
@@ -115,7 +142,8 @@ TEST_CASE("paged_mqa_logits rejects a bad kv_cache", "[validation]") {
                "kv_cache: expected shape[3] = 132");
   expect_error([](Args& a) { a.kv = TensorView::contiguous(a.kv.data, DType::u8, {100, 64, 2, 132}); },
                "kv_cache: expected shape[2] = 1");
-  expect_error([](Args& a) { a.kv.strides[0] = 8448 + 8; }, "kv_cache: expected a block stride >= 8448 bytes and a multiple of 16, got 8456");
+  expect_error([](Args& a) { a.kv.strides[0] = 8448 + 8; },
+               "kv_cache: expected a block stride >= 8448 bytes and a multiple of 16, got 8456");
   expect_error([](Args& a) { a.kv.strides[0] = 8432; }, "a multiple of 16, got 8432");
   expect_error([](Args& a) { a.kv.strides[1] = 140; }, "kv_cache: expected strides[1] = 132, got 140");
   expect_error([](Args& a) { a.kv.data = fake(0x200004); }, "kv_cache: expected a 16-byte aligned data pointer");
@@ -206,7 +234,8 @@ TEST_CASE("topk accepts valid arguments up to the driver, and zero rows launch n
 }
 
 TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
-  expect_topk_error([](TopkArgs& a) { a.logits.dtype = DType::i32; }, "logits: expected dtype float32 or float16 or bfloat16, got int32");
+  expect_topk_error([](TopkArgs& a) { a.logits.dtype = DType::i32; },
+                    "logits: expected dtype float32 or float16 or bfloat16, got int32");
   expect_topk_error([](TopkArgs& a) { a.logits.strides[0] = 4000; }, "logits: expected a row stride >= width = 5000, got 4000");
   expect_topk_error([](TopkArgs& a) { a.logits.strides[1] = 2; }, "logits: expected strides[1] = 1, got 2");
   expect_topk_error([](TopkArgs& a) { a.logits.data = fake(0x1000002); }, "logits: expected a 4-byte aligned data pointer");
@@ -214,10 +243,18 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "lengths: expected shape[0] = 6 (rows), got 5");
   expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {4, 2}); },
                     "lengths: expected [B, next_n] with B * next_n = rows = 6, got [4, 2]");
-  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {3, 2}); a.options.next_n = 3; },
-                    "lengths: expected shape[1] = options.next_n = 3, got 2");
-  expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {4}); a.options.next_n = 2; },
-                    "lengths: expected [B] with B * next_n (2) = rows = 6, got [4]");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {3, 2});
+        a.options.next_n = 3;
+      },
+      "lengths: expected shape[1] = options.next_n = 3, got 2");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {4});
+        a.options.next_n = 2;
+      },
+      "lengths: expected [B] with B * next_n (2) = rows = 6, got [4]");
   expect_topk_error([](TopkArgs& a) { a.options.next_n = -1; }, "options.next_n: expected 0 (per-row lengths) or 1..64, got -1");
   expect_topk_error([](TopkArgs& a) { a.lengths.dtype = DType::f32; }, "lengths: expected dtype int32, got float32");
   expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 2049}); },
@@ -233,18 +270,23 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
                     "values: expected dtype float32, got float16");
   expect_topk_error([](TopkArgs& a) { a.options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {6, 256}); },
                     "histogram: expected shape[1] = 1024 (coarse bins), got 256");
-  expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = 8; }, "workspace: expected at least topk_workspace_bytes(6) = 96 bytes, got 8");
+  expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = 8; },
+                    "workspace: expected at least topk_workspace_bytes(6) = 96 bytes, got 8");
   expect_topk_error([](TopkArgs& a) { a.workspace.data = fake(0x60008); }, "workspace: expected a 16-byte aligned data pointer");
   expect_topk_error([](TopkArgs& a) { a.workspace.dtype = DType::i32; }, "workspace: expected dtype uint8, got int32");
   expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {4, 100}); },
                     "block_table: expected shape[0] = B dividing rows = 6, got 4");
-  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1}); },
-                    "block_table: expected a row stride >= max_blocks = 100, got 50");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1});
+      },
+      "block_table: expected a row stride >= max_blocks = 100, got 50");
   expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {5}); },
                     "row_starts: expected shape[0] = 6 (rows), got 5");
   expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::f32, {6}); },
                     "row_starts: expected dtype int32, got float32");
-  expect_topk_error([](TopkArgs& a) { a.options.relative = true; }, "options.relative: indices relative to a window need options.row_starts");
+  expect_topk_error([](TopkArgs& a) { a.options.relative = true; },
+                    "options.relative: indices relative to a window need options.row_starts");
   expect_topk_error(
       [](TopkArgs& a) {
         a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {6});
@@ -252,10 +294,16 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
         a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
       },
       "options.relative: expected absolute columns with options.block_table");
-  expect_topk_error([](TopkArgs& a) { a.options.split = 3; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 3");
-  expect_topk_error([](TopkArgs& a) { a.options.split = 32; }, "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 32");
-  expect_topk_error([](TopkArgs& a) { a.logits.shape[0] = 1 << 29; a.options.split = 8; },
-                    "options.split: expected rows * split <= 2^31-1 (the grid), got 536870912 rows * 8");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 3; },
+                    "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 3");
+  expect_topk_error([](TopkArgs& a) { a.options.split = 32; },
+                    "options.split: expected 0 (automatic) or 1, 2, 4, 8, 16 CTAs per row, got 32");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.logits.shape[0] = 1 << 29;
+        a.options.split = 8;
+      },
+      "options.split: expected rows * split <= 2^31-1 (the grid), got 536870912 rows * 8");
 }
 
 TEST_CASE("paged_mqa_logits and topk name a bad DCP layout, and topk its conflicts", "[validation][dcp]") {
@@ -263,7 +311,8 @@ TEST_CASE("paged_mqa_logits and topk name a bad DCP layout, and topk its conflic
   expect_error([](Args& a) { a.options.dcp = {2, 2, 1}; }, "options.dcp.rank: expected 0..1 (ranks - 1), got 2");
   expect_error([](Args& a) { a.options.dcp = {2, -1, 1}; }, "options.dcp.rank: expected 0..1 (ranks - 1), got -1");
   expect_error([](Args& a) { a.options.dcp = {2, 1, 0}; }, "options.dcp.interleave: expected >= 1");
-  expect_error([](Args& a) { a.options.dcp = {1024, 1, 1 << 22}; }, "options.dcp.interleave: expected >= 1 with ranks * interleave <= 2^31-1");
+  expect_error([](Args& a) { a.options.dcp = {1024, 1, 1 << 22}; },
+               "options.dcp.interleave: expected >= 1 with ranks * interleave <= 2^31-1");
   expect_topk_error([](TopkArgs& a) { a.options.dcp = {4, 4, 64}; }, "options.dcp.rank: expected 0..3 (ranks - 1), got 4");
   expect_topk_error([](TopkArgs& a) { a.options.dcp = {2000, 0, 1}; }, "options.dcp.ranks: expected 1..1024, got 2000");
   expect_topk_error(
@@ -323,8 +372,12 @@ TEST_CASE("paged_mqa_logits rejects negative sizes and strides and overflowing e
   expect_error([](Args& a) { a.logits.shape[1] = -640; }, "logits: expected shape[1] >= 0");
   expect_error([](Args& a) { a.logits.strides[0] = -640; }, "logits: expected strides[0] >= 0");
   expect_error([](Args& a) { a.logits.strides[0] = huge; }, "logits: expected a tensor of at most 2^48 bytes");
-  expect_error([](Args& a) { a.logits.shape[1] = std::int64_t{1} << 31; a.logits.strides[0] = a.logits.shape[1]; },
-               "logits: expected a width in 0..2^31-65");
+  expect_error(
+      [](Args& a) {
+        a.logits.shape[1] = std::int64_t{1} << 31;
+        a.logits.strides[0] = a.logits.shape[1];
+      },
+      "logits: expected a width in 0..2^31-65");
   Args a;
   PagedMqaLogitsOptions o;
   o.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {-8, 1024});
@@ -348,12 +401,18 @@ TEST_CASE("topk rejects negative sizes and strides and overflowing extents", "[v
   expect_topk_error([](TopkArgs& a) { a.workspace.shape[0] = -1; }, "workspace: expected shape[0] >= 0, got [-1]");
   expect_topk_error([](TopkArgs& a) { a.options.values = TensorView::contiguous(fake(0x70000), DType::f32, {6, -512}); },
                     "values: expected shape[1] >= 0");
-  expect_topk_error([](TopkArgs& a) { a.options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {6, 1024}).with_strides({huge, 1}); },
-                    "histogram: expected a tensor of at most 2^48 bytes");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {6, 1024}).with_strides({huge, 1});
+      },
+      "histogram: expected a tensor of at most 2^48 bytes");
   expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, -100}); },
                     "block_table: expected shape[1] >= 0");
-  expect_topk_error([](TopkArgs& a) { a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({-100, 1}); },
-                    "block_table: expected strides[0] >= 0");
+  expect_topk_error(
+      [](TopkArgs& a) {
+        a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({-100, 1});
+      },
+      "block_table: expected strides[0] >= 0");
 }
 
 TEST_CASE("warm functions and DecodePlan name a bad configuration before they need a GPU", "[validation]") {

@@ -37,8 +37,8 @@ class DcpDecodePlan {
            const TensorView& block_table, const TensorView& indices, const TensorView& owned, Stream stream) const;
   // The MXFP4 form (config.kv = mxfp4), as DecodePlan's.
   void run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
-           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
-           const TensorView& owned, Stream stream) const;
+           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices, const TensorView& owned,
+           Stream stream) const;
 
   const DecodePlan& local() const { return local_; }  // this rank's plan (its logits, histogram, ...)
   std::size_t workspace_bytes() const { return local_.workspace_bytes() + bytes_; }

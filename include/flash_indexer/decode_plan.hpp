@@ -55,14 +55,12 @@ class DecodePlan {
   // B <= max_batch and the shapes of the configuration; indices int32 [B * next_n, k], contiguous.
   // Under a captured graph the shapes (B) are fixed at capture: capture one graph per batch size, or
   // capture max_batch and give the unused requests length 0 (they cost almost nothing and get -1).
-  void run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
-           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
-           Stream stream) const;
+  void run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
+           const TensorView& block_table, const TensorView& indices, Stream stream) const;
   // The MXFP4 form (config.kv = mxfp4): q uint8 [B, next_n, H, D / 2] (packed E2M1) and q_scales int32
   // [B, next_n, H], as paged_mqa_logits() takes them (options.q_scales).
   void run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
-           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices,
-           Stream stream) const;
+           const TensorView& context_lens, const TensorView& block_table, const TensorView& indices, Stream stream) const;
 
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer

@@ -113,9 +113,9 @@ struct PagedMqaLogitsOptions {
 // Launches on `stream` (which must belong to the current CUDA context) without allocating, copying or
 // synchronizing, so it can be captured in a CUDA graph once the kernel is loaded: the first call for a
 // configuration compiles (or loads from the disk cache) and must not happen during stream capture.
-void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
-                      const TensorView& context_lens, const TensorView& block_table, const TensorView& logits,
-                      Stream stream, const PagedMqaLogitsOptions& options = {});
+void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
+                      const TensorView& block_table, const TensorView& logits, Stream stream,
+                      const PagedMqaLogitsOptions& options = {});
 
 // Loads (compiling on a cache miss) the kernel the op would launch for `config` in the current context,
 // so that a later call can be captured in a CUDA graph. Warm with the variant you will call with

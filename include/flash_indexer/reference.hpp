@@ -23,10 +23,8 @@ inline float fp8_e4m3_to_float(std::uint8_t byte) {
   const int mantissa = byte & 0x7;
   float magnitude;
   if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
-  if (exponent == 0)
-    magnitude = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 * 2^-6
-  else
-    magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
+  if (exponent == 0) magnitude = std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 * 2^-6
+  else magnitude = std::ldexp(1.0f + mantissa / 8.0f, exponent - 7);
   return (byte & 0x80) ? -magnitude : magnitude;
 }
 
@@ -155,10 +153,10 @@ inline double head_sum_of(const std::vector<double>& query, const Key& key, cons
 }
 
 // The same for an FP8 E4M3 key.
-inline double head_sum(const std::vector<double>& query, const std::uint8_t* key, const float* weights, int heads,
-                       int head_dim, double& bound) {
-  return head_sum_of(query, [key](int d) { return static_cast<double>(fp8_e4m3_to_float(key[d])); }, weights, heads,
-                     head_dim, bound);
+inline double head_sum(const std::vector<double>& query, const std::uint8_t* key, const float* weights, int heads, int head_dim,
+                       double& bound) {
+  return head_sum_of(
+      query, [key](int d) { return static_cast<double>(fp8_e4m3_to_float(key[d])); }, weights, heads, head_dim, bound);
 }
 
 // ---- paged MQA logits (contract §1, §2, §5) ------------------------------------------------------
@@ -237,8 +235,9 @@ inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std:
         if (mxfp4) {
           std::int32_t exponents;
           std::memcpy(&exponents, tail, sizeof exponents);
-          sum = head_sum_of(query, [&](int d) { return mxfp4_value(key, exponents, d); }, in.weights + r * in.heads,
-                            in.heads, in.head_dim, bound);
+          sum = head_sum_of(
+              query, [&](int d) { return mxfp4_value(key, exponents, d); }, in.weights + r * in.heads, in.heads, in.head_dim,
+              bound);
         } else {
           std::memcpy(&scale, tail, sizeof scale);
           sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
@@ -306,9 +305,8 @@ inline std::vector<double> mqa_logits(const MqaLogitsInputs& in, std::vector<dou
 // Adds, for each row r, the coarse bins of its live (s < lengths[r]), non-NaN scores, each rounded to
 // `stored` first (the histogram describes the logits as stored), into hist[r * 1024 + bin].
 // `logits` is [rows, width] in double precision, as paged_mqa_logits() returns it.
-inline void add_coarse_histogram(const std::vector<double>& logits, std::int64_t width,
-                                 const std::vector<std::int64_t>& lengths, LogitsDType stored,
-                                 std::vector<std::int32_t>& hist) {
+inline void add_coarse_histogram(const std::vector<double>& logits, std::int64_t width, const std::vector<std::int64_t>& lengths,
+                                 LogitsDType stored, std::vector<std::int32_t>& hist) {
   hist.resize(lengths.size() * kCoarseBins, 0);
   for (std::size_t r = 0; r < lengths.size(); ++r)
     for (std::int64_t s = 0; s < lengths[r] && s < width; ++s) {
@@ -395,7 +393,8 @@ inline TopkResult topk_merge(const std::vector<float>& values, const std::vector
     const std::size_t taken = std::min<std::size_t>(pool.size(), k);
     std::partial_sort(pool.begin(), pool.begin() + taken, pool.end(), better);
     pool.resize(taken);
-    if (sorted) std::sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
+    if (sorted)
+      std::sort(pool.begin(), pool.end(), [](const Candidate& a, const Candidate& b) { return a.position < b.position; });
     for (std::size_t i = 0; i < taken; ++i) {
       out.indices[r * k + i] = pool[i].position;
       out.values[r * k + i] = pool[i].value;

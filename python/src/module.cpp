@@ -56,9 +56,10 @@ fi::DType dtype_of(const std::string& name, const nb::dlpack::dtype& t) {
     if (code == Code::UInt && t.bits == 8) return fi::DType::u8;
     if (code == Code::Float8_E4M3FN && t.bits == 8) return fi::DType::fp8_e4m3;
   }
-  throw fi::ArgumentError(fmt::format("{}: expected float32, float16, bfloat16, int32, uint8 or float8_e4m3fn elements, "
-                                      "got DLPack type code {} with {} bits x {} lanes",
-                                      name, static_cast<int>(t.code), static_cast<int>(t.bits), static_cast<int>(t.lanes)));
+  throw fi::ArgumentError(
+      fmt::format("{}: expected float32, float16, bfloat16, int32, uint8 or float8_e4m3fn elements, "
+                  "got DLPack type code {} with {} bits x {} lanes",
+                  name, static_cast<int>(t.code), static_cast<int>(t.bits), static_cast<int>(t.lanes)));
 }
 
 // A CUDA array as the op's TensorView (strides in elements, as DLPack gives them).
@@ -132,18 +133,19 @@ template <class T>
 using HostArray = nb::ndarray<const T, nb::device::cpu, nb::c_contig>;
 
 void bind_reference(nb::module_& m) {
-  nb::module_ r = m.def_submodule(
-      "reference", "The CPU reference of flash_indexer (docs/design/contract.md), on numpy arrays: the exact "
-                   "answers the GPU kernels are tested against.");
-  r.def("coarse_bin", [](float x) { return fi::coarse_bin(x); }, nb::arg("x"),
-        "The coarse score bin (0..1023, bin 0 the largest scores) of a float32 score (contract §3).");
+  nb::module_ r = m.def_submodule("reference",
+                                  "The CPU reference of flash_indexer (docs/design/contract.md), on numpy arrays: the exact "
+                                  "answers the GPU kernels are tested against.");
+  r.def(
+      "coarse_bin", [](float x) { return fi::coarse_bin(x); }, nb::arg("x"),
+      "The coarse score bin (0..1023, bin 0 the largest scores) of a float32 score (contract §3).");
   r.def(
       "topk",
       [](HostArray<float> logits, std::vector<std::int64_t> lengths, int k, bool sorted) {
         if (logits.ndim() != 2) throw fi::ArgumentError("reference.topk: logits: expected 2 dimensions");
         if (lengths.size() != logits.shape(0))
-          throw fi::ArgumentError(fmt::format("reference.topk: lengths: expected {} entries (rows), got {}", logits.shape(0),
-                                              lengths.size()));
+          throw fi::ArgumentError(
+              fmt::format("reference.topk: lengths: expected {} entries (rows), got {}", logits.shape(0), lengths.size()));
         if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("reference.topk: k: expected 1..2048, got {}", k));
         const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
         std::vector<float> host(logits.data(), logits.data() + logits.size());
@@ -164,7 +166,7 @@ void bind_reference(nb::module_& m) {
         std::vector<double> host(logits.data(), logits.data() + logits.size());
         std::vector<std::int32_t> hist;
         fi::reference::add_coarse_histogram(host, static_cast<std::int64_t>(logits.shape(1)), lengths,
-                                             logits_dtype("reference.coarse_histogram", stored), hist);
+                                            logits_dtype("reference.coarse_histogram", stored), hist);
         return to_numpy(std::move(hist), {lengths.size(), static_cast<std::size_t>(fi::kCoarseBins)});
       },
       nb::arg("logits"), nb::arg("lengths"), nb::arg("stored") = "float32",
@@ -206,8 +208,7 @@ void bind_reference(nb::module_& m) {
         std::vector<double> out = fi::reference::paged_mqa_logits(in);
         return to_numpy(std::move(out), {static_cast<std::size_t>(in.batch) * in.next_n, static_cast<std::size_t>(width)});
       },
-      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
-      nb::arg("width"),
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"), nb::arg("width"),
       "The paged MQA logits (contract §1, §2) in double precision from the raw bytes: q uint8 (FP8 E4M3 bytes) "
       "[B, next_n, H, D], kv_cache uint8 [num_blocks, 64, 1, D + 4] (contiguous), weights float32 [B * next_n, H], "
       "context_lens int32 [B] or [B, next_n], block_table int32 [B, max_blocks]. Columns past a row's length "
@@ -252,8 +253,8 @@ void bind_reference(nb::module_& m) {
         constexpr const char* op = "reference.topk_windows";
         if (logits.ndim() != 2) throw fi::ArgumentError(fmt::format("{}: logits: expected 2 dimensions", op));
         if (starts.size() != logits.shape(0) || ends.size() != logits.shape(0))
-          throw fi::ArgumentError(fmt::format("{}: starts / ends: expected {} entries (rows), got {} / {}", op,
-                                              logits.shape(0), starts.size(), ends.size()));
+          throw fi::ArgumentError(fmt::format("{}: starts / ends: expected {} entries (rows), got {} / {}", op, logits.shape(0),
+                                              starts.size(), ends.size()));
         if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..2048, got {}", op, k));
         const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
         std::vector<float> host(logits.data(), logits.data() + logits.size());
@@ -294,8 +295,8 @@ void bind_reference(nb::module_& m) {
 
 // A DecodePlanConfig from the Python keywords (errors name `op`).
 fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_n, int heads, int head_dim, int k,
-                                        const std::string& logits, std::int64_t max_context, bool histogram,
-                                        bool physical_slots, bool sorted, const std::string& kv, bool pdl,
+                                        const std::string& logits, std::int64_t max_context, bool histogram, bool physical_slots,
+                                        bool sorted, const std::string& kv, bool pdl,
                                         std::optional<std::tuple<int, int, int>> dcp) {
   fi::DecodePlanConfig c;
   c.max_batch = max_batch;
@@ -354,10 +355,10 @@ NB_MODULE(_flash_indexer, m) {
         nb::gil_scoped_release release;  // the first call of a configuration may compile for seconds
         fi::paged_mqa_logits(qv, kv, wv, lv, tv, ov, stream_of(stream), o);
       },
-      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
-      nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
-      nb::arg("histogram").none() = nb::none(), nb::arg("variant") = "automatic", nb::arg("q_scales").none() = nb::none(),
-      nb::arg("pdl") = false, nb::arg("dcp").none() = nb::none(),
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"), nb::arg("logits"),
+      nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false, nb::arg("histogram").none() = nb::none(),
+      nb::arg("variant") = "automatic", nb::arg("q_scales").none() = nb::none(), nb::arg("pdl") = false,
+      nb::arg("dcp").none() = nb::none(),
       "Writes the paged MQA logits into `logits` on `stream` (the C++ paged_mqa_logits; shapes and dtypes as "
       "there; q may also be given as its FP8 bytes, uint8). Optionally adds the coarse histogram of each row "
       "into `histogram` (int32 [rows, 1024]). With `q_scales` (int32 [B, next_n, H]) q is the packed E2M1 "
@@ -382,19 +383,19 @@ NB_MODULE(_flash_indexer, m) {
         nb::gil_scoped_release release;  // the first call of a configuration may compile
         fi::mqa_logits(qv, kvv, sv, wv, sk, ek, ov, stream_of(stream), o);
       },
-      nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"),
-      nb::arg("logits"), nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false,
-      nb::arg("histogram").none() = nb::none(), nb::arg("pdl") = false,
+      nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"), nb::arg("logits"),
+      nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false, nb::arg("histogram").none() = nb::none(),
+      nb::arg("pdl") = false,
       "Writes the ragged (prefill) MQA logits into `logits` (float32/16, bfloat16 [T, N]) on `stream`: token t "
       "scores keys [ks[t], ke[t]) of kv (FP8 [N, D]) with kv_scales (float32 [N]); the C++ mqa_logits. "
-      "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]). `pdl` as for paged_mqa_logits.");
+      "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]). `pdl` as for "
+      "paged_mqa_logits.");
 
   m.def(
       "topk",
-      [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted,
-         int next_n, std::optional<AnyArray> histogram, std::optional<AnyArray> values,
-         std::optional<AnyArray> block_table, int split, std::optional<AnyArray> row_starts, bool relative, bool pdl,
-         std::optional<std::tuple<int, int, int>> dcp) {
+      [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted, int next_n,
+         std::optional<AnyArray> histogram, std::optional<AnyArray> values, std::optional<AnyArray> block_table, int split,
+         std::optional<AnyArray> row_starts, bool relative, bool pdl, std::optional<std::tuple<int, int, int>> dcp) {
         constexpr const char* op = "topk";
         fi::TopkOptions o;
         o.sorted = sorted;
@@ -437,13 +438,12 @@ NB_MODULE(_flash_indexer, m) {
         fi::topk_merge(vv, pv, iv, stream_of(stream), o);
       },
       nb::arg("values"), nb::arg("positions"), nb::arg("indices"), nb::kw_only(), nb::arg("stream"),
-      nb::arg("out_values").none() = nb::none(), nb::arg("owned").none() = nb::none(), nb::arg("ranks") = 1,
-      nb::arg("rank") = 0, nb::arg("interleave") = 1, nb::arg("pdl") = false,
+      nb::arg("out_values").none() = nb::none(), nb::arg("owned").none() = nb::none(), nb::arg("ranks") = 1, nb::arg("rank") = 0,
+      nb::arg("interleave") = 1, nb::arg("pdl") = false,
       "Writes the exact top-k (int32 [rows, k], ascending positions) of the union of candidate lists (values "
       "float32/16, bfloat16 and int32 global positions [D, rows, k_in]) on `stream` (the C++ topk_merge); "
       "`owned` gets rank `rank`'s share as local columns of the DCP layout (ranks, rank, interleave).");
-  m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"),
-        "Bytes of top-k workspace for `rows` rows.");
+  m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"), "Bytes of top-k workspace for `rows` rows.");
 
   m.def(
       "warm_paged_mqa_logits",
@@ -486,8 +486,9 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("logits") = "float32", "Loads every top-k selector topk() may pick for this logits dtype.");
 
   m.def("cache_directory", [] { return fi::cache_directory().string(); }, "The kernel cache directory in use.");
-  m.def("set_cache_directory", [](const std::string& dir) { fi::set_cache_directory(dir); }, nb::arg("directory"),
-        "Overrides FLASH_INDEXER_CACHE_DIR for this process ('' goes back to the environment).");
+  m.def(
+      "set_cache_directory", [](const std::string& dir) { fi::set_cache_directory(dir); }, nb::arg("directory"),
+      "Overrides FLASH_INDEXER_CACHE_DIR for this process ('' goes back to the environment).");
   m.def("jit_enabled", &fi::jit_enabled, "False when FLASH_INDEXER_JIT=off (cache misses are errors).");
 
   nb::class_<fi::DecodePlan>(m, "DecodePlan",
@@ -514,8 +515,7 @@ NB_MODULE(_flash_indexer, m) {
             constexpr const char* op = "DecodePlan.run";
             const fi::TensorView sv = optional_view(op, "q_scales", q_scales);
             const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
-                                 wv = device_view(op, "weights", weights),
-                                 lv = device_view(op, "context_lens", context_lens),
+                                 wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                                  tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
             nb::gil_scoped_release release;
             plan.run(qv, sv, kv, wv, lv, tv, iv, stream_of(stream));
@@ -555,8 +555,7 @@ NB_MODULE(_flash_indexer, m) {
             constexpr const char* op = "DcpDecodePlan.run";
             const fi::TensorView sv = optional_view(op, "q_scales", q_scales), ov = optional_view(op, "owned", owned);
             const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
-                                 wv = device_view(op, "weights", weights),
-                                 lv = device_view(op, "context_lens", context_lens),
+                                 wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                                  tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
             nb::gil_scoped_release release;
             plan.run(qv, sv, kv, wv, lv, tv, iv, ov, stream_of(stream));

@@ -33,8 +33,7 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
   if (o.ranks < 2) throw Error(fmt::format("bench decode --dcp: expected at least 2 ranks, got {}", o.ranks));
   int devices = 0;
   FI_CU(cuDeviceGetCount, "bench decode --dcp", &devices);
-  if (devices < o.ranks)
-    throw Error(fmt::format("bench decode --dcp {}: this host has {} GPU(s)", o.ranks, devices));
+  if (devices < o.ranks) throw Error(fmt::format("bench decode --dcp {}: this host has {} GPU(s)", o.ranks, devices));
   std::string why;
   if (!nccl::available(&why)) throw Error(fmt::format("bench decode --dcp: {}", why));
   const nccl::Api& api = nccl::api();
@@ -104,16 +103,16 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
           const auto w = inputs->weights(s.next_n, s.heads);
           const auto lens = inputs->context_lens();
           const auto table = inputs->block_table();
-          const auto iv = TensorView::contiguous(indices->data(), DType::i32,
-                                                 {static_cast<std::int64_t>(s.batch) * s.next_n, so.k});
+          const auto iv =
+              TensorView::contiguous(indices->data(), DType::i32, {static_cast<std::int64_t>(s.batch) * s.next_n, so.k});
           constexpr CUstreamCaptureMode kThreadLocal = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
           t.us.push_back(
-              time_graph(*gpu, [&](CUstream st) { plan->run(q, kv, w, lens, table, iv, {}, st); }, so.replays, nullptr,
-                         kThreadLocal)
+              time_graph(
+                  *gpu, [&](CUstream st) { plan->run(q, kv, w, lens, table, iv, {}, st); }, so.replays, nullptr, kThreadLocal)
                   .median_us);
           t.local_us.push_back(
-              time_graph(*gpu, [&](CUstream st) { plan->local().run(q, kv, w, lens, table, iv, st); }, so.replays,
-                         nullptr, kThreadLocal)
+              time_graph(
+                  *gpu, [&](CUstream st) { plan->local().run(q, kv, w, lens, table, iv, st); }, so.replays, nullptr, kThreadLocal)
                   .median_us);
           std::int64_t blocks = 0;
           for (std::int32_t len : inputs->lengths()) blocks += (dcp_local_length<std::int64_t>(len, layout) + 63) / 64;
@@ -121,8 +120,8 @@ std::vector<DcpDecodeBenchRow> run_dcp_decode_bench(const DcpDecodeBenchOptions&
           if (rank == 0) {
             const DecodePlan whole(pc);
             t.one_gpu_us.push_back(
-                time_graph(*gpu, [&](CUstream st) { whole.run(q, kv, w, lens, table, iv, st); }, so.replays, nullptr,
-                           kThreadLocal)
+                time_graph(
+                    *gpu, [&](CUstream st) { whole.run(q, kv, w, lens, table, iv, st); }, so.replays, nullptr, kThreadLocal)
                     .median_us);
           }
         } catch (...) {

@@ -72,8 +72,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       lo.histogram = plan.histogram(s.batch);
     const TensorView logits = plan.logits(s.batch);
     r.logits_us =
-        time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st, lo); }, o.replays)
-            .median_us;
+        time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st, lo); }, o.replays).median_us;
     r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
     r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
     out.push_back(r);

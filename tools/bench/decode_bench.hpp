@@ -47,9 +47,7 @@ struct DecodeBenchRow {
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };
 
-
-std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& options,
-                                             double read_bandwidth,
+std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& options, double read_bandwidth,
                                              const std::function<void(const DecodeBenchRow&)>& on_row);
 
 }  // namespace flash_indexer::bench

@@ -100,7 +100,8 @@ GraphTiming measure_launch_floor(check::GpuSession& gpu, check::DeviceBuffer* fl
 }
 
 int paged_read_warps() {
-  return probe_kernel<paged_read_kernel_spec>().multiprocessors * kernels::kPagedReadCtasPerSm * (kernels::kPagedReadThreads / 32);
+  return probe_kernel<paged_read_kernel_spec>().multiprocessors * kernels::kPagedReadCtasPerSm *
+         (kernels::kPagedReadThreads / 32);
 }
 
 void launch_paged_read(const kernels::PagedReadParams& params, CUstream stream) {

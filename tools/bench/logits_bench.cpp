@@ -75,8 +75,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                   auto time_variant = [&](PagedMqaLogitsVariant variant) {
                     opt.variant = variant;
                     return time_graph(
-                               gpu, [&](CUstream s) { paged_mqa_logits(qv, kv, wv, lv, tv, ov, s, opt); }, o.replays,
-                               flush.get())
+                               gpu, [&](CUstream s) { paged_mqa_logits(qv, kv, wv, lv, tv, ov, s, opt); }, o.replays, flush.get())
                         .median_us;
                   };
                   LogitsBenchRow r;
@@ -89,7 +88,7 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
                   r.dtype = dtype;
                   r.kv = format;
                   r.input = values;
-                  PagedMqaLogitsConfig config{next_n, heads, dim, kBlock, r.histogram, dtype, current_device_arch(),
+                  PagedMqaLogitsConfig config{next_n,    heads, dim, kBlock, r.histogram, dtype, current_device_arch(),
                                               o.variant, format};
                   r.kernel = config.resolved().key();
                   r.us = time_variant(o.variant);

@@ -57,7 +57,7 @@ struct LogitsBenchRow {
 };
 
 // Runs every cell; `on_row` sees each row as it is measured. `read_bandwidth` in bytes/s.
-std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const LogitsBenchOptions& options,
-                                             double read_bandwidth, const std::function<void(const LogitsBenchRow&)>& on_row);
+std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const LogitsBenchOptions& options, double read_bandwidth,
+                                             const std::function<void(const LogitsBenchRow&)>& on_row);
 
 }  // namespace flash_indexer::bench

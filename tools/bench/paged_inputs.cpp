@@ -124,7 +124,8 @@ void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng, 
   width_ = (*std::max_element(lengths_.begin(), lengths_.end()) + kBlock - 1) / kBlock * kBlock;
   std::shuffle(ids_.begin(), ids_.end(), rng);
   std::vector<std::int32_t> table(static_cast<std::size_t>(batch) * (width_ / kBlock));
-  const std::size_t distinct = resident_blocks > 0 ? std::min(static_cast<std::size_t>(resident_blocks), ids_.size()) : ids_.size();
+  const std::size_t distinct =
+      resident_blocks > 0 ? std::min(static_cast<std::size_t>(resident_blocks), ids_.size()) : ids_.size();
   for (std::size_t i = 0; i < table.size(); ++i) table[i] = ids_[i % distinct];
   lens_.upload(lengths_.data(), lengths_.size() * 4);
   table_.upload(table.data(), table.size() * 4);

@@ -29,8 +29,8 @@ class PagedInputs {
  public:
   // Sized for up to max_batch requests of up to 1.3 * max_length keys, next_n x heads x head_dim queries.
   // `values`: normal is for FP8 caches only.
-  PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv,
-              std::mt19937_64& rng, PagedValues values = PagedValues::bytes);
+  PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv, std::mt19937_64& rng,
+              PagedValues values = PagedValues::bytes);
 
   // New lengths and block table for `batch` requests: uniform in [0.7, 1.3] `length`, or all exactly
   // `length` when `fixed` (how DeepGEMM's benchmark draws them: compare like with like). With

@@ -74,7 +74,8 @@ std::vector<PrefillBenchRow> run_prefill_bench(check::GpuSession& gpu, const Pre
             MqaLogitsOptions ho;
             ho.histogram = TensorView::contiguous(hist.data(), DType::i32, {tokens, kCoarseBins});
             mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, gpu.stream(), ho);
-            r.hist_us = time_graph(gpu, [&](CUstream s) { mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s, ho); }, o.replays).median_us;
+            r.hist_us =
+                time_graph(gpu, [&](CUstream s) { mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s, ho); }, o.replays).median_us;
           }
           {
             const std::size_t ws_bytes = topk_workspace_bytes(tokens);
@@ -84,10 +85,14 @@ std::vector<PrefillBenchRow> run_prefill_bench(check::GpuSession& gpu, const Pre
             TopkOptions to;
             to.row_starts = ksv;
             topk(lv, kev, iv, wsv, gpu.stream(), to);  // loads the selector before capture
-            r.separate_us = time_graph(gpu, [&](CUstream s) {
-                              mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s);
-                              topk(lv, kev, iv, wsv, s, to);
-                            }, o.replays).median_us;
+            r.separate_us = time_graph(
+                                gpu,
+                                [&](CUstream s) {
+                                  mqa_logits(qv, kvv, sv, wv, ksv, kev, lv, s);
+                                  topk(lv, kev, iv, wsv, s, to);
+                                },
+                                o.replays)
+                                .median_us;
             r.separate_bytes = static_cast<double>(tokens) * keys * elem + static_cast<double>(ws_bytes);
           }
           PrefillPlanConfig pc;

@@ -75,10 +75,15 @@ std::vector<TopkBenchRow> run_topk_bench(check::GpuSession& gpu, const TopkBench
                   r.input = input;
                   r.width = width;
                   // What topk() launches: the automatic split may grow to keep rows resident.
-                  const TopkChoice choice = choose_topk_kernel(rows, width, dtype, topk_device("bench topk", dtype, nullptr), split);
+                  const TopkChoice choice =
+                      choose_topk_kernel(rows, width, dtype, topk_device("bench topk", dtype, nullptr), split);
                   r.split = choice.split;
                   r.split_name = (split != 0 ? "" : "a") + std::to_string(choice.split);
-                  r.selector = choice.registers ? (choice.wide ? "regw" : "reg") : choice.wide ? "wide" : choice.resident ? "res" : choice.filter ? "flt" : "str";
+                  r.selector = choice.registers  ? (choice.wide ? "regw" : "reg")
+                               : choice.wide     ? "wide"
+                               : choice.resident ? "res"
+                               : choice.filter   ? "flt"
+                                                 : "str";
                   r.us = time_graph(gpu, [&](CUstream s) { topk(lv, nv, iv, wv, s, options); }, o.replays).median_us;
                   for (const TopkRowReport& report : workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows))) {
                     r.sampled_rows += report.threshold_count == -1;

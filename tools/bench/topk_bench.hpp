@@ -37,7 +37,8 @@ struct TopkBenchRow {
   int width = 0;           // the logits width (row stride)
   int split = 0;           // the split launched (topk()'s automatic choice when asked for 0)
   std::string split_name;  // "8", or "a8" for the automatic choice
-  std::string selector;    // the selector launched: "str" (streaming), "flt" (filter), "res" (resident), "wide" (its 1024-thread form)
+  std::string
+      selector;    // the selector launched: "str" (streaming), "flt" (filter), "res" (resident), "wide" (its 1024-thread form)
   double us = 0;
   double bytes = 0;  // live logits read once (+ the histogram when given) + indices written
   double gbps = 0, bandwidth_fraction = 0;

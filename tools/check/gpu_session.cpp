@@ -35,7 +35,9 @@ int GpuSession::multiprocessors() const {
 
 Arch GpuSession::arch() const { return current_device_arch(); }
 
-DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) { FI_CU(cuMemAlloc, "DeviceBuffer", &ptr_, std::max<std::size_t>(bytes, 1)); }
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  FI_CU(cuMemAlloc, "DeviceBuffer", &ptr_, std::max<std::size_t>(bytes, 1));
+}
 
 DeviceBuffer::~DeviceBuffer() {
   if (ptr_ != 0) driver::api().cuMemFree(ptr_);

@@ -63,17 +63,20 @@ std::string describe(const LogitsCase& c) {
   return fmt::format("{}{}n{} h{} d{} out-{} lens{}=[{}]{}{}{}{}{}{} seed {}",
                      c.config.variant == PagedMqaLogitsVariant::portable ? "portable "
                      : c.config.variant == PagedMqaLogitsVariant::sm90   ? "sm90 "
-                                                                           : "",
-                     c.config.kv == KvFormat::mxfp4 ? "mxfp4 " : "",
-                     c.config.next_n, c.config.heads, c.config.head_dim,
-                     logits_name(c.config.logits),
-                     c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
-                     c.wide_values ? " wide" : c.exact_values ? " exact" : "",
-                     c.nan_weight_row >= 0 ? " nan-weight" : c.wide_weights ? " wide-weights" : "",
+                                                                         : "",
+                     c.config.kv == KvFormat::mxfp4 ? "mxfp4 " : "", c.config.next_n, c.config.heads, c.config.head_dim,
+                     logits_name(c.config.logits), c.lens_2d ? "2d" : "1d", lens, c.fill_masked ? " fill_masked" : "",
+                     c.wide_values    ? " wide"
+                     : c.exact_values ? " exact"
+                                      : "",
+                     c.nan_weight_row >= 0 ? " nan-weight"
+                     : c.wide_weights      ? " wide-weights"
+                                           : "",
                      c.blocks_per_split > 0 ? fmt::format(" {} blocks per CTA", c.blocks_per_split) : "",
-                     c.fill_before_barrier == 0 ? " filled after the barrier" : c.fill_before_barrier == 1 ? " filled before the barrier" : "",
-                     c.ranges_ctas > 0 ? fmt::format(" ranges over {} CTAs", c.ranges_ctas) : "",
-                     c.seed);
+                     c.fill_before_barrier == 0   ? " filled after the barrier"
+                     : c.fill_before_barrier == 1 ? " filled before the barrier"
+                                                  : "",
+                     c.ranges_ctas > 0 ? fmt::format(" ranges over {} CTAs", c.ranges_ctas) : "", c.seed);
 }
 
 reference::PagedMqaLogitsInputs HostInputs::reference_view(const LogitsCase& c) const {
@@ -160,7 +163,8 @@ HostInputs make_inputs(const LogitsCase& c) {
       return v;
     }
     std::uint8_t byte;
-    do byte = static_cast<std::uint8_t>(rng()); while ((byte & 0x7f) == 0x7f);
+    do byte = static_cast<std::uint8_t>(rng());
+    while ((byte & 0x7f) == 0x7f);
     return byte;
   };
   if (mxfp4) {
@@ -174,7 +178,7 @@ HostInputs make_inputs(const LogitsCase& c) {
       std::uint32_t e = 0;
       const int shared = 125 + static_cast<int>(rng() % 5);
       for (int g = 0; g < 4; ++g) {
-        const int x = c.exact_values ? shared
+        const int x = c.exact_values  ? shared
                       : c.wide_values ? 97 + static_cast<int>(rng() % 61)
                                       : 120 + static_cast<int>(rng() % 15);
         e |= static_cast<std::uint32_t>(x) << (8 * g);
@@ -240,8 +244,7 @@ DeviceInputs upload(const HostInputs& in, const LogitsCase& c) {
   d.weights = DeviceBuffer::from(in.weights);
   d.context_lens = DeviceBuffer::from(in.context_lens);
   d.block_table = DeviceBuffer::from(in.block_table);
-  d.logits = DeviceBuffer(static_cast<std::size_t>(in.batch) * c.config.next_n * in.logits_stride *
-                          logit_bytes(c.config.logits));
+  d.logits = DeviceBuffer(static_cast<std::size_t>(in.batch) * c.config.next_n * in.logits_stride * logit_bytes(c.config.logits));
   return d;
 }
 
@@ -263,8 +266,8 @@ LogitsViews views(const DeviceInputs& d, const HostInputs& in, const LogitsCase&
   v.context_lens = c.lens_2d ? TensorView::contiguous(d.context_lens.data(), DType::i32, {in.batch, cfg.next_n})
                              : TensorView::contiguous(d.context_lens.data(), DType::i32, {in.batch});
   v.block_table = TensorView::contiguous(d.block_table.data(), DType::i32, {in.batch, in.max_blocks});
-  v.logits = TensorView::contiguous(d.logits.data(), tensor_dtype(cfg.logits), {rows, in.width})
-                 .with_strides({in.logits_stride, 1});
+  v.logits =
+      TensorView::contiguous(d.logits.data(), tensor_dtype(cfg.logits), {rows, in.width}).with_strides({in.logits_stride, 1});
   return v;
 }
 
@@ -390,7 +393,8 @@ Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::
       const double mag = magnitude[static_cast<std::size_t>(r * in.width + s)];
       double err = gamma * mag;
       if (mag > 0 && std::isfinite(got) && std::isfinite(want))
-        out.worst_error = std::max(out.worst_error, std::fabs(got - reference::round_to(cfg.logits, static_cast<float>(want))) / mag);
+        out.worst_error =
+            std::max(out.worst_error, std::fabs(got - reference::round_to(cfg.logits, static_cast<float>(want))) / mag);
       double lo = reference::round_to(cfg.logits, static_cast<float>(want - err));
       double hi = reference::round_to(cfg.logits, static_cast<float>(want + err));
       if (tensor_core && !(got >= lo && got <= hi)) {
@@ -409,8 +413,7 @@ Comparison compare_logits(const LogitsCase& c, const HostInputs& in, const std::
     }
   }
   out.diff = sxx_yy > 0 ? 1.0 - 2.0 * sxy / sxx_yy : 0.0;
-  if (cfg.logits == LogitsDType::f32 && out.diff >= 5e-6)
-    fail(-1, -1, fmt::format("diff metric {:.3g} >= 5e-6", out.diff));
+  if (cfg.logits == LogitsDType::f32 && out.diff >= 5e-6) fail(-1, -1, fmt::format("diff metric {:.3g} >= 5e-6", out.diff));
   return out;
 }
 
@@ -499,8 +502,8 @@ Comparison run_logits_case(GpuSession& gpu, const LogitsCase& c) {
   const auto twice = hist_buffer.to_host<std::int32_t>(want.size());
   for (std::size_t i = 0; i < want.size(); ++i)
     if (twice[i] != 2 * want[i]) {
-      fail(fmt::format("histogram row {} bin {} after two calls: {}, expected {}", i / kCoarseBins, i % kCoarseBins,
-                       twice[i], 2 * want[i]));
+      fail(fmt::format("histogram row {} bin {} after two calls: {}, expected {}", i / kCoarseBins, i % kCoarseBins, twice[i],
+                       2 * want[i]));
       break;
     }
   LogitsCase without = c;

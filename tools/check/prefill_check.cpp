@@ -30,8 +30,8 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
 
   const std::size_t elem = c.config.logits == LogitsDType::f32 ? 4 : 2;
   const std::int64_t stride = N + 8;  // the row padding must stay poisoned
-  auto q = DeviceBuffer::from(pb.q), kv = DeviceBuffer::from(pb.kv), w = DeviceBuffer::from(pb.w),
-       ks = DeviceBuffer::from(pb.ks), ke = DeviceBuffer::from(pb.ke);
+  auto q = DeviceBuffer::from(pb.q), kv = DeviceBuffer::from(pb.kv), w = DeviceBuffer::from(pb.w), ks = DeviceBuffer::from(pb.ks),
+       ke = DeviceBuffer::from(pb.ke);
   const std::size_t scales_at = static_cast<std::size_t>(c.scales_misalignment);  // the allocation is 256-byte aligned
   DeviceBuffer scales(scales_at + pb.scales.size() * sizeof(float) + 16);
   scales.fill(0xff);  // NaN around the scales: a scale read from the wrong place shows
@@ -50,8 +50,9 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
   out.strides[0] = stride;
   mqa_logits(TensorView::contiguous(q.data(), DType::fp8_e4m3, {T, c.config.heads, c.config.head_dim}), kv_view,
              TensorView::contiguous(scales_data, DType::f32, {N}),
-             TensorView::contiguous(w.data(), DType::f32, {T, c.config.heads}), TensorView::contiguous(ks.data(), DType::i32, {T}),
-             TensorView::contiguous(ke.data(), DType::i32, {T}), out, gpu.stream(), o);
+             TensorView::contiguous(w.data(), DType::f32, {T, c.config.heads}),
+             TensorView::contiguous(ks.data(), DType::i32, {T}), TensorView::contiguous(ke.data(), DType::i32, {T}), out,
+             gpu.stream(), o);
   gpu.synchronize();
 
   const auto bytes = logits.to_host<std::uint8_t>(static_cast<std::size_t>(T) * stride * elem);

@@ -12,8 +12,7 @@ namespace flash_indexer::check {
 namespace {
 
 // The logits kernel (with its histogram) then the selector (using it), for one stored dtype.
-std::vector<std::int32_t> indexer_topk(GpuSession& gpu, const LogitsCase& base, const HostInputs& in, LogitsDType dtype,
-                                       int k) {
+std::vector<std::int32_t> indexer_topk(GpuSession& gpu, const LogitsCase& base, const HostInputs& in, LogitsDType dtype, int k) {
   LogitsCase c = base;
   c.config.logits = dtype;
   c.config.histogram = true;

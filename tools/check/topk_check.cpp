@@ -142,7 +142,7 @@ std::vector<std::int32_t> histogram_for(const TopkCase& c, const Rows& r, std::m
     }
     case HistogramMode::random: {
       std::uniform_int_distribution<std::int32_t> any(std::numeric_limits<std::int32_t>::min(),
-                                                     std::numeric_limits<std::int32_t>::max());
+                                                      std::numeric_limits<std::int32_t>::max());
       std::uniform_int_distribution<std::int32_t> small(0, 50);
       for (std::size_t i = 0; i < hist.size(); ++i) hist[i] = (i / kCoarseBins) % 2 ? any(rng) : small(rng);
       break;
@@ -186,13 +186,27 @@ const char* histogram_mode_name(HistogramMode mode) {
 
 std::vector<RowSpec> adversarial_rows(int k) {
   return {
-      {RowKind::normal, 0},          {RowKind::normal, 1},          {RowKind::normal, k - 1},
-      {RowKind::normal, k},          {RowKind::normal, k + 1},      {RowKind::normal, 65537},
-      {RowKind::normal, -5},         {RowKind::normal, 1 << 30},    {RowKind::all_equal, 5001},
-      {RowKind::one_bin, 100000},    {RowKind::inf_nan, 3001},      {RowKind::signed_zeros, 4003},
-      {RowKind::unit_bins, 10007},   {RowKind::heavy_tailed, 20011}, {RowKind::relu, 30001},
-      {RowKind::wide, 9005},         {RowKind::nan_heavy, 2 * k + 5}, {RowKind::all_nan, 777},
-      {RowKind::relu, k + 9},        {RowKind::signed_zeros, 2 * k + 1}, {RowKind::strided_spikes, 65536},
+      {RowKind::normal, 0},
+      {RowKind::normal, 1},
+      {RowKind::normal, k - 1},
+      {RowKind::normal, k},
+      {RowKind::normal, k + 1},
+      {RowKind::normal, 65537},
+      {RowKind::normal, -5},
+      {RowKind::normal, 1 << 30},
+      {RowKind::all_equal, 5001},
+      {RowKind::one_bin, 100000},
+      {RowKind::inf_nan, 3001},
+      {RowKind::signed_zeros, 4003},
+      {RowKind::unit_bins, 10007},
+      {RowKind::heavy_tailed, 20011},
+      {RowKind::relu, 30001},
+      {RowKind::wide, 9005},
+      {RowKind::nan_heavy, 2 * k + 5},
+      {RowKind::all_nan, 777},
+      {RowKind::relu, k + 9},
+      {RowKind::signed_zeros, 2 * k + 1},
+      {RowKind::strided_spikes, 65536},
       {RowKind::rounded_normal, 8190},
   };
 }
@@ -203,7 +217,10 @@ std::string describe(const TopkCase& c) {
   return fmt::format("in-{} k {} {} histogram {} {} rows width {}{} splits [{}]{} seed {}", logits_name(c.dtype), c.k,
                      c.sorted ? "sorted" : "unsorted", histogram_mode_name(c.histogram), c.rows.size(), c.width,
                      c.aligned_rows ? " aligned" : "", splits.empty() ? "auto" : splits,
-                     c.starts.empty() ? "" : c.relative ? " windows (relative)" : " windows", c.seed);
+                     c.starts.empty() ? ""
+                     : c.relative     ? " windows (relative)"
+                                      : " windows",
+                     c.seed);
 }
 
 TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
@@ -217,8 +234,9 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   std::vector<std::int32_t> lengths_arg;
   if (c.next_n > 0) lengths_arg = c.request_lengths;
   else
-    for (auto l : r.lengths) lengths_arg.push_back(static_cast<std::int32_t>(std::clamp<std::int64_t>(l, std::numeric_limits<std::int32_t>::min(),
-                                                                                      std::numeric_limits<std::int32_t>::max())));
+    for (auto l : r.lengths)
+      lengths_arg.push_back(static_cast<std::int32_t>(
+          std::clamp<std::int64_t>(l, std::numeric_limits<std::int32_t>::min(), std::numeric_limits<std::int32_t>::max())));
   DeviceBuffer lengths = DeviceBuffer::from(lengths_arg);
   DeviceBuffer indices(out_count * 4), values(out_count * 4), workspace(topk_workspace_bytes(rows));
   const std::vector<std::int32_t> hist = histogram_for(c, r, rng);
@@ -233,7 +251,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   options.sorted = c.sorted;
   TensorView lengths_view = TensorView::contiguous(lengths.data(), DType::i32, {static_cast<std::int64_t>(lengths_arg.size())});
   if (c.next_n > 0) options.next_n = c.next_n;
-  if (c.lengths_2d) lengths_view = TensorView::contiguous(lengths.data(), DType::i32, {rows / std::max(c.next_n, 1), std::max(c.next_n, 1)});
+  if (c.lengths_2d)
+    lengths_view = TensorView::contiguous(lengths.data(), DType::i32, {rows / std::max(c.next_n, 1), std::max(c.next_n, 1)});
   if (c.lengths_2d) options.next_n = 0;
   if (c.histogram != HistogramMode::none)
     options.histogram = TensorView::contiguous(hist_buffer.data(), DType::i32, {rows, kCoarseBins});
@@ -249,9 +268,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
   TopkComparison out;
   auto fail = [&](std::int64_t row, const std::string& what) {
     if (out.passed)
-      out.failure = fmt::format("row {} ({} length {}): {} in case {}", row,
-                                row >= 0 ? row_kind_name(c.rows[row].kind) : "-", row >= 0 ? c.rows[row].length : 0,
-                                what, describe(c));
+      out.failure = fmt::format("row {} ({} length {}): {} in case {}", row, row >= 0 ? row_kind_name(c.rows[row].kind) : "-",
+                                row >= 0 ? c.rows[row].length : 0, what, describe(c));
     out.passed = false;
   };
 
@@ -271,15 +289,15 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       got_indices = std::move(idx);
       got_values = std::move(val);
       out.reports = workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows));
-    } else if (idx != got_indices ||
-               std::memcmp(val.data(), got_values.data(), out_count * 4) != 0) {
+    } else if (idx != got_indices || std::memcmp(val.data(), got_values.data(), out_count * 4) != 0) {
       fail(-1, fmt::format("launch {} (split {}) gave different bytes than launch 0", run, options.split));
     }
   }
 
   std::vector<std::int64_t> starts(window);
   for (std::int64_t row = 0; row < rows && !c.starts.empty(); ++row) starts[row] = c.starts[row];
-  const reference::TopkResult want = reference::topk_windows(r.stored, r.stride, r.width, starts, r.lengths, k, c.relative, c.sorted);
+  const reference::TopkResult want =
+      reference::topk_windows(r.stored, r.stride, r.width, starts, r.lengths, k, c.relative, c.sorted);
   const reference::TopkResult ranked =
       c.sorted ? reference::topk_windows(r.stored, r.stride, r.width, starts, r.lengths, k, c.relative, false) : want;
   // The absolute column of an output index of row `row`.
@@ -308,8 +326,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       std::sort(w.begin(), w.begin() + selected);
       if (!std::equal(g.begin(), g.begin() + selected, w.begin())) {
         const auto at = std::mismatch(g.begin(), g.begin() + selected, w.begin()).first - g.begin();
-        fail(row, fmt::format("index set differs (first difference in sorted order at {}: GPU {}, reference {})", at,
-                              g[at], w[at]));
+        fail(row,
+             fmt::format("index set differs (first difference in sorted order at {}: GPU {}, reference {})", at, g[at], w[at]));
         continue;
       }
     }
@@ -354,8 +372,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
       fail(row, fmt::format("report count -1 (sampled) with histogram_use {}, row_passes {}, {} selectable", rep.histogram_use,
                             rep.row_passes, valid));
     if (rep.threshold_bin != want_bin || (!sampled && rep.threshold_count != want_count))
-      fail(row, fmt::format("report threshold bin {} count {}, expected bin {} count {}", rep.threshold_bin,
-                            rep.threshold_count, want_bin, want_count));
+      fail(row, fmt::format("report threshold bin {} count {}, expected bin {} count {}", rep.threshold_bin, rep.threshold_count,
+                            want_bin, want_count));
     // Extra passes exactly when the threshold bin outgrows the candidate buffer, unless the bin holds a
     // single value (then the first candidates by column are the winners, and no pass is needed).
     bool one_value = true;
@@ -379,7 +397,8 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     }
     const bool overflow = want_count > kernels::kTopkCandidates;
     const bool fine_overflow = fine_count > kernels::kTopkResidentCandidates;
-    if (!sampled && (rep.row_passes > 0 ? !overflow && !fine_overflow : overflow && !one_value && (contract_bins || fine_overflow)))
+    if (!sampled &&
+        (rep.row_passes > 0 ? !overflow && !fine_overflow : overflow && !one_value && (contract_bins || fine_overflow)))
       fail(row, fmt::format("report row_passes {} with a threshold bin of {}{}", rep.row_passes, want_count,
                             one_value ? " (one value)" : ""));
   }

@@ -89,15 +89,27 @@ int cmd_bench_topk(const Args& args) {
               "ragged", "split", "sel", "us", "GB/s", "BW%", "sampled", "passes");
   nlohmann::json json = nlohmann::json::array();
   bn::run_topk_bench(gpu, o, bandwidth, [&](const bn::TopkBenchRow& r) {
-    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %4s %9.2f %8.0f %5.1f%% %7d %6d\n", r.rows, r.length, r.width, r.input.c_str(),
-                r.k, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(), r.selector.c_str(), r.us, r.gbps,
-                100 * r.bandwidth_fraction, r.sampled_rows, r.extra_pass_rows);
+    std::printf("%5d %7d %7d %5s %5d %4s %4d %6d %5s %4s %9.2f %8.0f %5.1f%% %7d %6d\n", r.rows, r.length, r.width,
+                r.input.c_str(), r.k, fi::logits_name(r.dtype), r.histogram ? 1 : 0, r.ragged ? 1 : 0, r.split_name.c_str(),
+                r.selector.c_str(), r.us, r.gbps, 100 * r.bandwidth_fraction, r.sampled_rows, r.extra_pass_rows);
     std::fflush(stdout);
-    json.push_back({{"rows", r.rows}, {"length", r.length}, {"width", r.width}, {"input", r.input}, {"k", r.k},
+    json.push_back({{"rows", r.rows},
+                    {"length", r.length},
+                    {"width", r.width},
+                    {"input", r.input},
+                    {"k", r.k},
                     {"logits", fi::logits_name(r.dtype)},
-                    {"histogram", r.histogram}, {"ragged", r.ragged}, {"split", r.split}, {"selector", r.selector}, {"us", r.us}, {"bytes", r.bytes},
-                    {"gbps", r.gbps}, {"bandwidth_fraction", r.bandwidth_fraction}, {"read_bandwidth", bandwidth},
-                    {"sampled_rows", r.sampled_rows}, {"extra_pass_rows", r.extra_pass_rows}});
+                    {"histogram", r.histogram},
+                    {"ragged", r.ragged},
+                    {"split", r.split},
+                    {"selector", r.selector},
+                    {"us", r.us},
+                    {"bytes", r.bytes},
+                    {"gbps", r.gbps},
+                    {"bandwidth_fraction", r.bandwidth_fraction},
+                    {"read_bandwidth", bandwidth},
+                    {"sampled_rows", r.sampled_rows},
+                    {"extra_pass_rows", r.extra_pass_rows}});
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
   return 0;
@@ -107,8 +119,13 @@ namespace {
 
 // The JSON fields of a decode cell that both decode benchmarks write.
 nlohmann::json shape_json(const fi::bench::DecodeShape& s, int k) {
-  return {{"heads", s.heads}, {"next_n", s.next_n}, {"batch", s.batch}, {"length", s.length}, {"k", k},
-          {"logits", fi::logits_name(s.dtype)}, {"histogram", s.histogram}};
+  return {{"heads", s.heads},
+          {"next_n", s.next_n},
+          {"batch", s.batch},
+          {"length", s.length},
+          {"k", k},
+          {"logits", fi::logits_name(s.dtype)},
+          {"histogram", s.histogram}};
 }
 
 int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int interleave, const Args& args) {
@@ -120,17 +137,22 @@ int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int
   const auto bench_gpu = open_bench_gpu("decode --dcp");
   if (!bench_gpu) return 1;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %4s %3s %4s %9s %9s %10s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "D", "I",
-              "us", "local_us", "gather_us", "one_gpu", "kv_floor", "x_kv");
+  std::printf("%3s %3s %5s %7s %4s %4s %3s %4s %9s %9s %10s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "D", "I", "us",
+              "local_us", "gather_us", "one_gpu", "kv_floor", "x_kv");
   nlohmann::json json = nlohmann::json::array();
   bn::run_dcp_decode_bench(o, bandwidth, [&](const bn::DcpDecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
-    std::printf("%3d %3d %5d %7d %4s %4d %3d %4d %9.2f %9.2f %10.2f %9.2f %9.2f %6.2f\n", s.heads, s.next_n, s.batch,
-                s.length, fi::logits_name(s.dtype), s.histogram ? 1 : 0, r.ranks, r.interleave, r.us, r.local_us,
-                r.us - r.local_us, r.one_gpu_us, r.kv_floor_us, r.us / r.kv_floor_us);
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %4d %9.2f %9.2f %10.2f %9.2f %9.2f %6.2f\n", s.heads, s.next_n, s.batch, s.length,
+                fi::logits_name(s.dtype), s.histogram ? 1 : 0, r.ranks, r.interleave, r.us, r.local_us, r.us - r.local_us,
+                r.one_gpu_us, r.kv_floor_us, r.us / r.kv_floor_us);
     nlohmann::json row = shape_json(s, r.k);
-    row.update({{"ranks", r.ranks}, {"interleave", r.interleave}, {"us", r.us}, {"local_us", r.local_us},
-                {"one_gpu_us", r.one_gpu_us}, {"kv_bytes", r.kv_bytes}, {"kv_floor_us", r.kv_floor_us},
+    row.update({{"ranks", r.ranks},
+                {"interleave", r.interleave},
+                {"us", r.us},
+                {"local_us", r.local_us},
+                {"one_gpu_us", r.one_gpu_us},
+                {"kv_bytes", r.kv_bytes},
+                {"kv_floor_us", r.kv_floor_us},
                 {"read_bandwidth", bandwidth}});
     json.push_back(row);
   });
@@ -159,8 +181,8 @@ int cmd_bench_decode(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us",
-              "logits_us", "topk_us", "kv_floor", "x_kv");
+  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %9s %6s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us", "logits_us",
+              "topk_us", "kv_floor", "x_kv");
   nlohmann::json json = nlohmann::json::array();
   bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
@@ -169,8 +191,12 @@ int cmd_bench_decode(const Args& args) {
                 r.kv_floor_us, r.us / r.kv_floor_us);
     std::fflush(stdout);
     nlohmann::json row = shape_json(s, r.k);
-    row.update({{"pdl", s.pdl}, {"us", r.us}, {"logits_us", r.logits_us}, {"kv_bytes", r.kv_bytes},
-                {"kv_floor_us", r.kv_floor_us}, {"read_bandwidth", bandwidth}});
+    row.update({{"pdl", s.pdl},
+                {"us", r.us},
+                {"logits_us", r.logits_us},
+                {"kv_bytes", r.kv_bytes},
+                {"kv_floor_us", r.kv_floor_us},
+                {"read_bandwidth", bandwidth}});
     json.push_back(row);
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
@@ -196,10 +222,21 @@ int cmd_bench_prefill(const Args& args) {
                 fi::logits_name(r.dtype), r.logits_us, r.tflops, r.hist_us, 100.0 * (r.hist_us / r.logits_us - 1.0), r.plan_us,
                 r.chunk_tokens, r.plan_bytes / (1 << 20), r.separate_us, r.separate_bytes / (1 << 20));
     std::fflush(stdout);
-    json.push_back({{"tokens", r.tokens}, {"keys", r.keys}, {"heads", r.heads}, {"head_dim", r.head_dim}, {"k", r.k},
-                    {"logits", fi::logits_name(r.dtype)}, {"logits_us", r.logits_us}, {"tflops", r.tflops},
-                    {"flops", r.flops}, {"hist_us", r.hist_us}, {"plan_us", r.plan_us}, {"chunk_tokens", r.chunk_tokens},
-                    {"plan_bytes", r.plan_bytes}, {"separate_us", r.separate_us}, {"separate_bytes", r.separate_bytes}});
+    json.push_back({{"tokens", r.tokens},
+                    {"keys", r.keys},
+                    {"heads", r.heads},
+                    {"head_dim", r.head_dim},
+                    {"k", r.k},
+                    {"logits", fi::logits_name(r.dtype)},
+                    {"logits_us", r.logits_us},
+                    {"tflops", r.tflops},
+                    {"flops", r.flops},
+                    {"hist_us", r.hist_us},
+                    {"plan_us", r.plan_us},
+                    {"chunk_tokens", r.chunk_tokens},
+                    {"plan_bytes", r.plan_bytes},
+                    {"separate_us", r.separate_us},
+                    {"separate_bytes", r.separate_bytes}});
   });
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
   return 0;
@@ -260,28 +297,44 @@ int cmd_bench(const std::string& what, const Args& args) {
   }
   const std::string resident =
       o.resident_blocks > 0 ? fmt::format(", the KV cycling through {} L2-resident blocks", o.resident_blocks) : std::string();
-  std::printf("flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s%s; an empty kernel "
-              "takes %.2f us in this harness\n",
-              gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
-              o.fixed_length ? ", every length exactly L" : "", resident.c_str(), launch_floor_us);
-  std::printf("%5s %7s %3s %3s %4s %4s %5s %6s %9s %9s %8s %6s %7s %8s %6s %9s %5s%s\n", "B", "L", "n", "H", "hist", "out",
-              "kv", "input", "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", "read_us", "x_rd",
+  std::printf(
+      "flash-indexer bench logits on %s: streaming read %.0f GB/s; %d replays per cell%s%s%s; an empty kernel "
+      "takes %.2f us in this harness\n",
+      gpu.device_name().c_str(), bandwidth / 1e9, o.replays, o.cold_l2 ? ", cold L2" : "",
+      o.fixed_length ? ", every length exactly L" : "", resident.c_str(), launch_floor_us);
+  std::printf("%5s %7s %3s %3s %4s %4s %5s %6s %9s %9s %8s %6s %7s %8s %6s %9s %5s%s\n", "B", "L", "n", "H", "hist", "out", "kv",
+              "input", "us", "floor_us", "GB/s", "BW%", "TFLOP/s", "MB", "x_flr", "read_us", "x_rd",
               o.compare_portable ? "  portable_us speedup" : "");
   nlohmann::json json = nlohmann::json::array();
   bn::run_logits_bench(gpu, o, bandwidth, [&](const bn::LogitsBenchRow& r) {
     const char* out = fi::logits_name(r.dtype);
     std::printf("%5d %7d %3d %3d %4d %4s %5s %6s %9.2f %9.2f %8.0f %5.1f%% %7.0f %8.1f %6.2f %9.2f %5.2f", r.batch, r.length,
-                r.next_n, r.heads, r.histogram ? 1 : 0, out, fi::kv_name(r.kv), bn::paged_values_name(r.input), r.us, r.floor_us, r.gbps,
-                100 * r.bandwidth_fraction, r.tflops, r.bytes / 1e6, r.us / r.floor_us, r.read_us, r.us / r.read_us);
+                r.next_n, r.heads, r.histogram ? 1 : 0, out, fi::kv_name(r.kv), bn::paged_values_name(r.input), r.us, r.floor_us,
+                r.gbps, 100 * r.bandwidth_fraction, r.tflops, r.bytes / 1e6, r.us / r.floor_us, r.read_us, r.us / r.read_us);
     if (o.compare_portable && r.portable_us > 0) std::printf(" %12.2f %7.1fx", r.portable_us, r.portable_us / r.us);
     std::printf("\n");
     std::fflush(stdout);
-    json.push_back({{"batch", r.batch}, {"length", r.length}, {"next_n", r.next_n}, {"heads", r.heads},
-                    {"head_dim", r.head_dim}, {"histogram", r.histogram}, {"logits", out}, {"kv", fi::kv_name(r.kv)},
-                    {"input", bn::paged_values_name(r.input)}, {"kernel", r.kernel},
-                    {"us", r.us}, {"bytes", r.bytes}, {"flops", r.flops}, {"gbps", r.gbps},
-                    {"bandwidth_fraction", r.bandwidth_fraction}, {"tflops", r.tflops}, {"floor_us", r.floor_us},
-                    {"paged_read_us", r.read_us}, {"portable_us", r.portable_us}, {"read_bandwidth", bandwidth}, {"launch_floor_us", launch_floor_us}});
+    json.push_back({{"batch", r.batch},
+                    {"length", r.length},
+                    {"next_n", r.next_n},
+                    {"heads", r.heads},
+                    {"head_dim", r.head_dim},
+                    {"histogram", r.histogram},
+                    {"logits", out},
+                    {"kv", fi::kv_name(r.kv)},
+                    {"input", bn::paged_values_name(r.input)},
+                    {"kernel", r.kernel},
+                    {"us", r.us},
+                    {"bytes", r.bytes},
+                    {"flops", r.flops},
+                    {"gbps", r.gbps},
+                    {"bandwidth_fraction", r.bandwidth_fraction},
+                    {"tflops", r.tflops},
+                    {"floor_us", r.floor_us},
+                    {"paged_read_us", r.read_us},
+                    {"portable_us", r.portable_us},
+                    {"read_bandwidth", bandwidth},
+                    {"launch_floor_us", launch_floor_us}});
   });
   if (auto path = args.value("--json")) {
     std::ofstream(*path) << json.dump(2) << "\n";

@@ -40,7 +40,8 @@ std::vector<fi::KernelSpec> manifest_specs(const std::string& path, const std::o
     throw UsageError(fmt::format("--manifest {}: expected a JSON object {{\"kernels\": [\"<kernel key>\", ...]}}", path));
   std::vector<fi::KernelSpec> specs;
   for (const auto& entry : j["kernels"]) {
-    if (!entry.is_string()) throw UsageError(fmt::format("--manifest {}: every kernel must be a key string, got {}", path, entry.dump()));
+    if (!entry.is_string())
+      throw UsageError(fmt::format("--manifest {}: every kernel must be a key string, got {}", path, entry.dump()));
     std::string key = entry.get<std::string>();
     if (key.rfind(".sm_") == std::string::npos) {
       if (!arch) throw UsageError(fmt::format("--manifest {}: key {} has no arch; pass --arch", path, key));
@@ -156,9 +157,9 @@ int cmd_list(const Args& args) {
       continue;
     }
     const auto& p = m["ptxas"];
-    std::printf("%-68s %-7s %9ju %5d %7d %10.1f\n", m["key"].get<std::string>().c_str(),
-                m["arch"].get<std::string>().c_str(), e.total_bytes, p.value("registers", -1),
-                p.value("spill_store_bytes", 0) + p.value("spill_load_bytes", 0), m.value("compile_ms", 0.0));
+    std::printf("%-68s %-7s %9ju %5d %7d %10.1f\n", m["key"].get<std::string>().c_str(), m["arch"].get<std::string>().c_str(),
+                e.total_bytes, p.value("registers", -1), p.value("spill_store_bytes", 0) + p.value("spill_load_bytes", 0),
+                m.value("compile_ms", 0.0));
   }
   std::printf("%zu entries in %s\n", entries.size(), cache.root().string().c_str());
   return 0;

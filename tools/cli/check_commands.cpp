@@ -34,8 +34,8 @@ std::string three_digits(double x) {
 
 // A header, then one line per case (its failure under it); returns the cases that failed.
 template <class Case, class Run>
-int report_cases(const char* title, const char* checked, const char* first, const char* second,
-                 const std::vector<Case>& cases, Run run) {
+int report_cases(const char* title, const char* checked, const char* first, const char* second, const std::vector<Case>& cases,
+                 Run run) {
   std::printf("%-70s %8s %12s %12s %s\n", title, checked, first, second, "result");
   int failed = 0;
   for (const Case& c : cases) {
@@ -161,7 +161,8 @@ int cmd_recall(const Args& args) {
   ck::RecallOptions o;
   o.k = parse_k(args, o.k);
   o.heads = args.int_value("--heads", o.heads, 1);
-  if (o.heads != 16 && o.heads != 32 && o.heads != 64) throw UsageError(fmt::format("--heads expects 16, 32 or 64, got {}", o.heads));
+  if (o.heads != 16 && o.heads != 32 && o.heads != 64)
+    throw UsageError(fmt::format("--heads expects 16, 32 or 64, got {}", o.heads));
   o.rows = args.int_value("--rows", o.rows, 1);
   o.seed = static_cast<std::uint64_t>(args.int_value("--seed", 1, 0));
   if (auto l = args.value("--lengths")) o.lengths = parse_int_list("--lengths", *l);
@@ -177,14 +178,16 @@ int cmd_recall(const Args& args) {
     return 1;
   }
   ck::GpuSession gpu;
-  std::printf("flash-indexer recall on %s: k = %d, H = %d, D = %d, %d rows per length, seed %llu\n",
-              gpu.device_name().c_str(), o.k, o.heads, o.head_dim, o.rows, static_cast<unsigned long long>(o.seed));
+  std::printf("flash-indexer recall on %s: k = %d, H = %d, D = %d, %d rows per length, seed %llu\n", gpu.device_name().c_str(),
+              o.k, o.heads, o.head_dim, o.rows, static_cast<unsigned long long>(o.seed));
   std::printf("%-8s %-6s %10s %10s %10s %14s %12s\n", "length", mxfp4 ? "cache" : "logits", "mean", "median", "worst",
               "changed/row", "max changed");
   for (const auto& s : mxfp4 ? ck::measure_mxfp4_recall(gpu, o) : ck::measure_recall(gpu, o))
     std::printf("%-8d %-6s %9.3f%% %9.3f%% %9.3f%% %14.2f %12d\n", s.length,
-                s.kv == fi::KvFormat::mxfp4 ? "MXFP4" : s.dtype == fi::LogitsDType::f16 ? "FP16" : "BF16", 100 * s.mean,
-                100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
+                s.kv == fi::KvFormat::mxfp4       ? "MXFP4"
+                : s.dtype == fi::LogitsDType::f16 ? "FP16"
+                                                  : "BF16",
+                100 * s.mean, 100 * s.median, 100 * s.worst, s.mean_changed, s.max_changed);
   return 0;
 }
 
