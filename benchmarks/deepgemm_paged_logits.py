@@ -194,6 +194,7 @@ def main():
                             fn_logits = logits_fn(dtype)
                             # Newer releases require 2-D lengths, older ones take 1-D only: try 2-D first.
                             forms = [api["lens2d"]] if api["lens2d"] is not None else [True, False]
+                            errors = []
                             for i, two_d in enumerate(forms):
                                 lens = lens2d if two_d else lens1d
                                 try:
@@ -204,9 +205,11 @@ def main():
                                     torch.cuda.synchronize()
                                     api["lens2d"] = two_d
                                     break
-                                except Exception:  # noqa: BLE001 - DeepGEMM's host asserts raise RuntimeError or others
+                                except Exception as e:  # noqa: BLE001 - DeepGEMM's host asserts raise RuntimeError or others
+                                    errors.append(f"{'2-D' if two_d else '1-D'} lengths: {type(e).__name__}: "
+                                                  + (str(e).splitlines() or [''])[0])
                                     if i + 1 == len(forms):
-                                        raise
+                                        raise RuntimeError("; ".join(errors)) from e
                             row["context_lens"] = "2d" if api["lens2d"] else "1d"
                             row[key] = time_graph(torch, call, args.replays, flush)
                             try:
