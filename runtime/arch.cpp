@@ -12,7 +12,7 @@ std::string Arch::name() const { return fmt::format("sm_{}{}{}", major, minor, a
 
 Arch Arch::parse(std::string_view text, std::string_view what) {
   auto fail = [&] {
-    return Error(
+    return ArgumentError(
         fmt::format("{}: expected a CUDA target sm_80 or newer such as sm_80, sm_86, sm_89 or sm_90a, got \"{}\"", what, text));
   };
   if (!text.starts_with("sm_")) throw fail();

@@ -115,6 +115,28 @@ CUcontext current_context(std::string_view op) {
   return context;
 }
 
+CUcontext current_or_primary_context(std::string_view op) {
+  CUcontext context = nullptr;
+  FI_CU(cuCtxGetCurrent, op, &context);
+  if (context != nullptr) return context;
+  int devices = 0;
+  FI_CU(cuDeviceGetCount, op, &devices);
+  if (devices == 0) throw Error(fmt::format("{}: no CUDA device (to warm without one, pass the target arch)", op));
+  CUdevice device = 0;
+  FI_CU(cuDeviceGet, op, &device, 0);
+  // Retained for the process's lifetime, as the loaded modules live in it.
+  FI_CU(cuDevicePrimaryCtxRetain, op, &context, device);
+  FI_CU(cuCtxSetCurrent, op, context);
+  return context;
+}
+
+void compile_into_disk_cache(std::string_view op, const KernelSpec& spec) {
+  const CachedCubin c = current_disk_cache().get_or_compile(spec);
+  if (c.outcome == CacheOutcome::compiled_in_memory)
+    throw Error(fmt::format("{}: {} compiled, but the kernel cache {} is not writable", op, spec.key,
+                            current_disk_cache().root().string()));
+}
+
 Arch current_device_arch() {
   CUdevice device = 0;
   FI_CU(cuCtxGetDevice, "current_device_arch", &device);

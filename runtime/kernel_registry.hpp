@@ -53,6 +53,13 @@ void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y,
 // on its device.
 CUcontext current_context(std::string_view op);
 Arch current_device_arch();
+// The current CUDA context or, where the calling thread has none, device 0's primary context made current
+// (what the CUDA runtime does on its first call, and the context torch uses): the warm functions take it,
+// so that warming in a fresh process needs no context set up first.
+CUcontext current_or_primary_context(std::string_view op);
+// Compiles `spec` into the disk cache (a cached entry is a hit): warming for an explicit arch, which needs
+// no GPU. An error naming `op` where the entry cannot be stored.
+void compile_into_disk_cache(std::string_view op, const KernelSpec& spec);
 
 // Config must be equality-comparable and hashable by Hash, and have an `arch` member. Entries live for the whole process
 // (modules are never unloaded: kernels may still run when static destructors do).

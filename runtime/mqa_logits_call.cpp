@@ -200,6 +200,11 @@ void warm_mqa_logits(const MqaLogitsConfig& config) {
   MqaLogitsConfig fields = config;  // the fields first: a bad configuration is named even without a GPU
   fields.arch = Arch{9, 0, true};
   fields.resolved().check_supported();
+  if (config.arch != Arch{}) {  // for that target, into the disk cache
+    config.resolved().check_supported();
+    return compile_into_disk_cache("warm_mqa_logits", mqa_logits_kernel_spec(config.resolved()));
+  }
+  current_or_primary_context("warm_mqa_logits");
   loaded_kernel("warm_mqa_logits", config, nullptr);
 }
 

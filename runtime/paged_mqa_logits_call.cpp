@@ -282,6 +282,11 @@ void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
       config.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",
                                     static_cast<int>(config.variant)));
+  if (config.arch != Arch{}) {  // for that target, into the disk cache
+    config.resolved().check_supported();
+    return compile_into_disk_cache("warm_paged_mqa_logits", paged_mqa_logits_kernel_spec(config.resolved()));
+  }
+  current_or_primary_context("warm_paged_mqa_logits");
   loaded_kernel("warm_paged_mqa_logits", config, nullptr);
 }
 

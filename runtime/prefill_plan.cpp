@@ -32,10 +32,17 @@ void check_config(const PrefillPlanConfig& c) {
   if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
   if (c.max_tokens < 1 || c.max_tokens > kMqaMaxTokens) fail("max_tokens", fmt::format("1..{}", kMqaMaxTokens), c.max_tokens);
   if (c.max_keys < 1 || c.max_keys > (std::int64_t{1} << 30)) fail("max_keys", "1..2^30", c.max_keys);
-  const std::size_t row = align_up(static_cast<std::size_t>(c.max_keys), 64) * logit_bytes(c.logits);
+  // One unpadded row is enough: the rows' stride is max_keys rounded up to 64 logits, but no kernel touches a
+  // column at or past N <= max_keys, so the last row of a chunk ends at max_keys (logits_elements).
+  const std::size_t row = static_cast<std::size_t>(c.max_keys) * logit_bytes(c.logits);
   if (c.logits_bytes < row)
     fail("logits_bytes", fmt::format("at least one row of max_keys logits ({} bytes)", row),
          static_cast<long long>(c.logits_bytes));
+}
+
+// Logits of a chunk of `tokens` rows: every row but the last padded to the stride `width`.
+std::size_t logits_elements(std::int64_t tokens, std::int64_t width, std::int64_t max_keys) {
+  return static_cast<std::size_t>((tokens - 1) * width + max_keys);
 }
 
 }  // namespace
@@ -43,9 +50,12 @@ void check_config(const PrefillPlanConfig& c) {
 PrefillPlan::PrefillPlan(const PrefillPlanConfig& config) : config_(config) {
   check_config(config_);
   width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(config_.max_keys), 64));
-  const std::size_t row = static_cast<std::size_t>(width_) * logit_bytes(config_.logits);
-  chunk_tokens_ = std::min<std::int64_t>(config_.max_tokens, static_cast<std::int64_t>(config_.logits_bytes / row));
-  workspace_offset_ = align_up(static_cast<std::size_t>(chunk_tokens_) * row, 256);
+  // The most rows whose logits_elements fit logits_bytes (at least 1: check_config).
+  const std::size_t elements = config_.logits_bytes / logit_bytes(config_.logits);
+  chunk_tokens_ = std::min<std::int64_t>(
+      config_.max_tokens,
+      1 + static_cast<std::int64_t>((elements - static_cast<std::size_t>(config_.max_keys)) / static_cast<std::size_t>(width_)));
+  workspace_offset_ = align_up(logits_elements(chunk_tokens_, width_, config_.max_keys) * logit_bytes(config_.logits), 256);
   bytes_ = workspace_offset_ + align_up(topk_workspace_bytes(chunk_tokens_), 256);
   current_context("PrefillPlan");  // a clear error without a current context
   CUdeviceptr memory = 0;

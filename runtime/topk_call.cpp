@@ -208,17 +208,27 @@ void topk(const TensorView& logits, const TensorView& lengths, const TensorView&
 
 void warm_topk(const TopkConfig& config) {
   TopkConfig fields = config;  // the fields first, named even without a GPU
-  fields.arch = Arch{9, 0, true};
+  if (fields.arch == Arch{}) fields.arch = Arch{9, 0, true};
   fields.check_supported();
+  if (config.arch != Arch{}) return compile_into_disk_cache("warm_topk", topk_kernel_spec(config));
+  current_or_primary_context("warm_topk");
   loaded_kernel("warm_topk", config, nullptr);
 }
 
 void warm_topk(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+  current_or_primary_context("warm_topk");
   for (const TopkConfig& c : supported_topk_configs(current_device_arch()))
     if (c.logits == logits)
       loaded_kernel("warm_topk", {logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, nullptr);
+}
+
+void warm_topk(LogitsDType logits, const Arch& arch) {
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+  for (const TopkConfig& c : supported_topk_configs(arch))
+    if (c.logits == logits) compile_into_disk_cache("warm_topk", topk_kernel_spec(c));
 }
 
 }  // namespace flash_indexer

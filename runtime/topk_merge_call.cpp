@@ -58,8 +58,9 @@ TopkMergeCall check_topk_merge(std::string_view op, const TensorView& values, co
     oc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, k, "k").contiguous().not_null().aligned(4);
     if (l.ranks != lists)
       throw ArgumentError(fmt::format("{}: options.layout.ranks: expected D = values.shape[0] = {}, got {}", op, lists, l.ranks));
-    check_dcp_layout(op, "options.layout", l);
   }
+  // Checked with or without `owned`: a bad option is the caller's mistake even where no kernel reads it.
+  check_dcp_layout(op, "options.layout", l);
   TopkMergeCall c;
   c.config.values = logits_dtype_of(values.dtype);
   c.pdl = options.pdl;

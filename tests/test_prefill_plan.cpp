@@ -42,6 +42,31 @@ TEST_CASE("PrefillPlan names a bad configuration field", "[prefill][cpu]") {
   }
 }
 
+TEST_CASE("PrefillPlan takes a logits buffer of exactly one unpadded row of max_keys", "[prefill][cpu]") {
+  // The rows' stride is max_keys rounded up to 64 (1024 here), but one row needs only max_keys logits.
+  for (const auto& [logits, size] :
+       {std::pair{LogitsDType::f32, 4}, std::pair{LogitsDType::f16, 2}, std::pair{LogitsDType::bf16, 2}}) {
+    PrefillPlanConfig c;
+    c.logits = logits;
+    c.max_keys = 1000;
+    c.logits_bytes = 1000 * size - 1;
+    INFO(fmt::format("logits {}", static_cast<int>(logits)));
+    CHECK_THROWS_WITH(PrefillPlan(c),
+                      Contains(fmt::format("PrefillPlan: config.logits_bytes: expected at least one row of max_keys logits "
+                                           "({} bytes), got {}",
+                                           1000 * size, 1000 * size - 1)));
+    CHECK_THROWS_AS(PrefillPlan(c), ArgumentError);
+    c.logits_bytes = 1000 * size;  // accepted: without a GPU the driver is what fails next
+    try {
+      const PrefillPlan plan(c);
+      CHECK(plan.chunk_tokens() == 1);
+    } catch (const ArgumentError& e) {
+      FAIL(e.what());
+    } catch (const Error&) {
+    }
+  }
+}
+
 namespace {
 
 struct Device {
@@ -64,7 +89,9 @@ struct Device {
   }
 };
 
-void check_plan(LogitsDType logits, bool relative, std::uint64_t seed) {
+// `tight`: max_keys = N, not a multiple of 64, and a buffer of 6 padded rows and one unpadded: the last
+// row of each chunk ends the logits buffer.
+void check_plan(LogitsDType logits, bool relative, std::uint64_t seed, bool tight = false) {
   std::mt19937_64 rng(seed);
   const int T = 45, H = 32, D = 64, N = 3000, k = 128;
   const check::PrefillProblem p = check::make_prefill_problem(T, H, D, N, rng);
@@ -76,8 +103,12 @@ void check_plan(LogitsDType logits, bool relative, std::uint64_t seed) {
   c.max_tokens = 64;
   c.max_keys = 4000;
   c.logits_bytes = 7 * 4032 * (logits == LogitsDType::f32 ? 4 : 2);  // 7 tokens per chunk: 7 chunks
+  if (tight) {
+    c.max_keys = N;
+    c.logits_bytes = (6 * 3008 + N) * (logits == LogitsDType::f32 ? 4 : 2);
+  }
   c.relative = relative;
-  INFO(fmt::format("logits {} relative {} seed {}", static_cast<int>(logits), relative, seed));
+  INFO(fmt::format("logits {} relative {} tight {} seed {}", static_cast<int>(logits), relative, tight, seed));
   const PrefillPlan plan(c);
   CHECK(plan.chunk_tokens() == 7);
 
@@ -110,6 +141,11 @@ TEST_CASE("gpu: PrefillPlan in chunks equals the reference", "[gpu][prefill]") {
   test::require_gpu();
   for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
     for (bool relative : {false, true}) check_plan(logits, relative, test::fresh_seed());
+}
+
+TEST_CASE("gpu: PrefillPlan with the last row of each chunk ending its buffer equals the reference", "[gpu][prefill]") {
+  test::require_gpu();
+  for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16}) check_plan(logits, false, test::fresh_seed(), true);
 }
 
 TEST_CASE("gpu: a rejected PrefillPlan::run changes no byte", "[gpu][prefill]") {

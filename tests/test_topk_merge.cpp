@@ -99,3 +99,29 @@ TEST_CASE("topk_merge rejects bad arguments before any driver call, naming them"
   a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {0, a.k});
   CHECK_NOTHROW(a.call());
 }
+
+TEST_CASE("topk_merge checks options.layout without options.owned", "[merge][validation][dcp]") {
+  // The layout is read only for `owned`, but a bad one is rejected all the same, before any driver call.
+  MergeArgs a;
+  a.options.layout = {0, 0, 1};
+  require_rejected(a, "options.layout.ranks: expected 1..1024, got 0");
+  a.options.layout = {1025, 0, 1};
+  require_rejected(a, "options.layout.ranks: expected 1..1024, got 1025");
+  a.options.layout = {2, 2, 1};
+  require_rejected(a, "options.layout.rank: expected 0..1 (ranks - 1), got 2");
+  a.options.layout = {2, -1, 1};
+  require_rejected(a, "options.layout.rank: expected 0..1 (ranks - 1), got -1");
+  a.options.layout = {2, 1, 0};
+  require_rejected(a, "options.layout.interleave: expected >= 1");
+  a.options.layout = {4, 1, 1 << 30};
+  require_rejected(a, "options.layout.interleave: expected >= 1 with ranks * interleave <= 2^31-1");
+  // Also on an empty batch, which launches nothing.
+  a.values = TensorView::contiguous(fake(0x10000), DType::f16, {a.D, 0, a.k_in});
+  a.positions = TensorView::contiguous(fake(0x20000), DType::i32, {a.D, 0, a.k_in});
+  a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {0, a.k});
+  a.options.layout = {2, 2, 1};
+  require_rejected(a, "options.layout.rank");
+  // A valid layout passes; without `owned` its ranks need not be D.
+  a.options.layout = {3, 2, 64};
+  CHECK_NOTHROW(a.call());
+}

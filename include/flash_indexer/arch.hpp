@@ -12,7 +12,7 @@ struct Arch {
   bool arch_specific = false;  // the "a" suffix
 
   std::string name() const;  // "sm_90a"
-  // Parses "sm_90a" / "sm_86"; throws Error naming `what` when the text is not such a target or
+  // Parses "sm_90a" / "sm_86"; throws ArgumentError naming `what` when the text is not such a target or
   // is older than sm_80 (the oldest GPU the kernels support).
   static Arch parse(std::string_view text, std::string_view what = "arch");
   // The target the JIT compiles for on a GPU of compute capability major.minor.

@@ -69,8 +69,9 @@ void mqa_logits(const TensorView& q, const TensorView& kv, const TensorView& kv_
                 const TensorView& ks, const TensorView& ke, const TensorView& logits, Stream stream,
                 const MqaLogitsOptions& options = {});
 
-// Loads (compiling on a cache miss) the kernel of `config` in the current context, so that a later call
-// can be captured in a CUDA graph.
+// Loads (compiling on a cache miss) the kernel of `config` in the current context (device 0's primary
+// context where the thread has none), so that a later call can be captured in a CUDA graph. With
+// config.arch set, compiles it for that target into the disk cache only: no GPU or context needed.
 void warm_mqa_logits(const MqaLogitsConfig& config);
 
 }  // namespace flash_indexer

@@ -117,9 +117,11 @@ void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const Ten
                       const TensorView& block_table, const TensorView& logits, Stream stream,
                       const PagedMqaLogitsOptions& options = {});
 
-// Loads (compiling on a cache miss) the kernel the op would launch for `config` in the current context,
-// so that a later call can be captured in a CUDA graph. Warm with the variant you will call with
-// (automatic, by default of the options, is its own entry).
+// Loads (compiling on a cache miss) the kernel the op would launch for `config` in the current context
+// (device 0's primary context where the thread has none), so that a later call can be captured in a CUDA
+// graph. Warm with the variant you will call with (automatic, by default of the options, is its own
+// entry). With config.arch set, compiles the kernel for that target into the disk cache only: no GPU or
+// context needed.
 void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config);
 
 }  // namespace flash_indexer

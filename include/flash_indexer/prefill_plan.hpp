@@ -20,7 +20,7 @@ struct PrefillPlanConfig {
   LogitsDType logits = LogitsDType::f16;          // the logits as stored between the two steps
   std::int64_t max_tokens = 8192;                 // T per run, at most
   std::int64_t max_keys = 131072;                 // N, at most
-  std::size_t logits_bytes = std::size_t{1} << 30;  // the logits buffer: at least one row of max_keys
+  std::size_t logits_bytes = std::size_t{1} << 30;  // the logits buffer: at least one row of max_keys logits
   bool relative = false;                          // indices relative to each window's start (vLLM's form)
   bool sorted = false;                            // ascending key order (the selector writes it anyway)
   bool pdl = false;  // every launch a programmatic dependent of the one before (PagedMqaLogitsOptions::pdl)
@@ -44,14 +44,16 @@ class PrefillPlan {
            const TensorView& ks, const TensorView& ke, const TensorView& indices, Stream stream) const;
 
   const PrefillPlanConfig& config() const { return config_; }
-  std::int64_t chunk_tokens() const { return chunk_tokens_; }  // tokens per chunk
+  // Tokens per chunk: the most rows that fit logits_bytes, every row but the last padded to max_keys
+  // rounded up to 64 logits.
+  std::int64_t chunk_tokens() const { return chunk_tokens_; }
   std::size_t workspace_bytes() const { return bytes_; }       // device memory the plan holds
 
  private:
   void release() noexcept;
 
   PrefillPlanConfig config_;
-  std::int64_t width_ = 0;         // row stride of the logits buffer (max_keys rounded up to 64)
+  std::int64_t width_ = 0;         // row stride of the logits buffer (max_keys rounded up to 64; the last row unpadded)
   std::int64_t chunk_tokens_ = 0;
   std::size_t bytes_ = 0;
   std::size_t workspace_offset_ = 0;

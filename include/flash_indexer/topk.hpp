@@ -144,9 +144,15 @@ std::size_t topk_workspace_bytes(std::int64_t rows);
 void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,
           Stream stream, const TopkOptions& options = {});
 
-// Loads (compiling on a cache miss) the selector for `config` in the current context.
+// Loads (compiling on a cache miss) the selector for `config` in the current context (device 0's primary
+// context where the thread has none). With config.arch set, compiles it for that target into the disk
+// cache only: no GPU or context needed.
 void warm_topk(const TopkConfig& config);
-// Loads every selector topk() may pick for `logits` on the current device (before a CUDA-graph capture).
+// Loads every selector topk() may pick for `logits` on the current device (before a CUDA-graph capture), in
+// the current context or device 0's primary one.
 void warm_topk(LogitsDType logits);
+// Compiles every selector for `logits` and `arch` (e.g. Arch::parse("sm_90a")) into the disk cache,
+// without a GPU.
+void warm_topk(LogitsDType logits, const Arch& arch);
 
 }  // namespace flash_indexer

@@ -36,6 +36,8 @@ struct TopkMergeOptions {
   // (dcp_local_column), in the same order, then -1: int32 [rows, k], contiguous. layout.ranks must be
   // the number of lists.
   TensorView owned{};
+  // Checked always (ranks 1..1024, 0 <= rank < ranks, interleave >= 1 with ranks * interleave <= 2^31-1);
+  // read only for `owned`.
   DcpLayout layout{};
   // Programmatic dependent launch: as PagedMqaLogitsOptions::pdl (paged_mqa_logits.hpp).
   bool pdl = false;

@@ -22,12 +22,16 @@ __all__ = [
     "DecodePlan",
     "cache_directory",
     "current_stream",
+    "fp8_fp4_mqa_logits",
+    "fp8_fp4_paged_mqa_logits",
     "fp8_paged_mqa_logits",
+    "get_num_sms",
     "get_paged_mqa_logits_metadata",
     "jit_enabled",
     "paged_mqa_logits",
     "reference",
     "set_cache_directory",
+    "set_num_sms",
     "top_k_per_row_decode",
     "top_k_per_row_prefill",
     "mqa_logits",
@@ -123,20 +127,28 @@ def topk_merge(values, positions, indices, *, stream=None, out_values=None, owne
     return indices
 
 
-def warm_paged_mqa_logits(next_n, heads, head_dim, *, histogram=False, logits="float32", variant="automatic"):
-    """Loads (compiling on a cache miss) a logits kernel in the current CUDA context."""
+def warm_paged_mqa_logits(next_n, heads, head_dim, *, histogram=False, logits="float32", variant="automatic",
+                          arch=None):
+    """Loads (compiling on a cache miss) a logits kernel in the current CUDA context, device 0's primary
+    context where the thread has none (torch's, once torch has used the GPU). With `arch` (e.g.
+    "sm_90a"), compiles it for that target into the kernel cache only: no GPU or context needed."""
     _ext.warm_paged_mqa_logits(next_n, heads, head_dim, histogram=histogram, logits=_dtype_name(logits),
-                               variant=variant)
+                               variant=variant, arch=arch)
 
 
-def warm_mqa_logits(heads, head_dim, *, histogram=False, logits="float32", variant="automatic"):
-    """Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context."""
-    _ext.warm_mqa_logits(heads, head_dim, histogram=histogram, logits=_dtype_name(logits), variant=variant)
+def warm_mqa_logits(heads, head_dim, *, histogram=False, logits="float32", variant="automatic", arch=None):
+    """Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context, device 0's
+    primary context where the thread has none. With `arch` (e.g. "sm_90a"), compiles it for that target
+    into the kernel cache only: no GPU or context needed."""
+    _ext.warm_mqa_logits(heads, head_dim, histogram=histogram, logits=_dtype_name(logits), variant=variant,
+                         arch=arch)
 
 
-def warm_topk(logits="float32"):
-    """Loads every top-k selector for this logits dtype in the current CUDA context."""
-    _ext.warm_topk(_dtype_name(logits))
+def warm_topk(logits="float32", *, arch=None):
+    """Loads every top-k selector for this logits dtype in the current CUDA context, device 0's primary
+    context where the thread has none. With `arch` (e.g. "sm_90a"), compiles them for that target into
+    the kernel cache only: no GPU or context needed."""
+    _ext.warm_topk(_dtype_name(logits), arch=arch)
 
 
 class DecodePlan(_ext.DecodePlan):
@@ -189,19 +201,46 @@ def _round_up(x, to):
     return (x + to - 1) // to * to
 
 
-def get_paged_mqa_logits_metadata(context_lens, block_size, num_sms):
-    """DeepGEMM's scheduling-metadata call, for engines that swap the import: FlashIndexer schedules on
-    the device from the lengths, so this returns a placeholder of DeepGEMM's shape (int32 [num_sms + 1,
-    2]) that fp8_paged_mqa_logits accepts and ignores."""
+_num_sms = None
+
+
+def get_num_sms():
+    """DeepGEMM's get_num_sms: the SM count set by set_num_sms, else the current torch device's."""
+    if _num_sms is not None:
+        return _num_sms
     import torch
 
-    if block_size != 64:
-        raise ValueError(f"get_paged_mqa_logits_metadata: block_size: expected 64, got {block_size}")
+    return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+
+
+def set_num_sms(num_sms):
+    """DeepGEMM's set_num_sms: the count get_num_sms returns. FlashIndexer's kernels size their grids from
+    the device and the shapes, so it changes nothing else."""
+    global _num_sms
+    if int(num_sms) < 1:
+        raise ValueError(f"set_num_sms: num_sms: expected 1 or more, got {num_sms}")
+    _num_sms = int(num_sms)
+
+
+def _no_indices(op, indices):
+    if indices is not None:
+        raise ValueError(f"{op}: indices: DeepGEMM's per-token request indices are not supported; pass None")
+
+
+def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
+    """DeepGEMM's scheduling-metadata call, for engines that swap the import: FlashIndexer schedules on
+    the device from the lengths, so this returns a placeholder of DeepGEMM's shape (int32 [num_sms + 1,
+    2]) that the logits calls accept and ignore."""
+    import torch
+
+    if block_kv != 64:
+        raise ValueError(f"get_paged_mqa_logits_metadata: block_kv: expected 64, got {block_kv}")
+    _no_indices("get_paged_mqa_logits_metadata", indices)
     return torch.zeros((int(num_sms) + 1, 2), dtype=torch.int32, device=context_lens.device)
 
 
 def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
-                         clean_logits=False, logits_dtype=None, histogram=None):
+                         clean_logits=False, indices=None, *, logits_dtype=None, histogram=None):
     """DeepGEMM's fp8_paged_mqa_logits: returns new logits [B * next_n, max_context_len] (float32 unless
     `logits_dtype` says float16 / bfloat16) of q (float8_e4m3fn [B, next_n, H, D]) against the paged FP8
     cache (uint8 [num_blocks, 64, 1, D + 4]), on the current torch stream. Columns past a row's length
@@ -210,6 +249,7 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     import torch
 
     del schedule_meta  # the kernel schedules itself
+    _no_indices("fp8_paged_mqa_logits", indices)
     dtype = torch.float32 if logits_dtype is None else logits_dtype
     rows = q.shape[0] * q.shape[1]
     logits = torch.empty((rows, int(max_context_len)), dtype=dtype, device=q.device)
@@ -218,7 +258,47 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     return logits
 
 
+def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len,
+                             clean_logits=False, logits_dtype=None, indices=None, *, histogram=None):
+    """DeepGEMM's fp8_fp4_paged_mqa_logits: q is (values, scales). (float8_e4m3fn [B, next_n, H, D], None)
+    with the FP8 cache (uint8 [num_blocks, 64, 1, D + 4]); (packed E2M1 uint8 [B, next_n, H, D / 2], int32
+    [B, next_n, H] exponents) with the MXFP4 cache (uint8 [num_blocks, 64, 1, 68] at D 128). Returns new
+    logits [B * next_n, max_context_len], float32 unless `logits_dtype` says bfloat16 / float16."""
+    import torch
+
+    del schedule_meta  # the kernel schedules itself
+    _no_indices("fp8_fp4_paged_mqa_logits", indices)
+    values, scales = q if isinstance(q, (tuple, list)) else (q, None)
+    dtype = torch.float32 if logits_dtype is None else logits_dtype
+    rows = values.shape[0] * values.shape[1]
+    logits = torch.empty((rows, int(max_context_len)), dtype=dtype, device=values.device)
+    paged_mqa_logits(values, kv_cache, weights, context_lens, block_table, logits, fill_masked=clean_logits,
+                     histogram=histogram, q_scales=scales)
+    return logits
+
+
 _workspaces = {}
+
+
+def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0,
+                       logits_dtype=None, schedule_meta=None):
+    """DeepGEMM's fp8_fp4_mqa_logits over FP8 inputs: q = (float8_e4m3fn [T, H, D], None), kv = (keys
+    float8_e4m3fn [N, D], scales float32 [N]). Returns new logits [T, N], float32 unless `logits_dtype`
+    says bfloat16 / float16, token t scoring keys [cu_seq_len_k_start[t], cu_seq_len_k_end[t]); the other
+    columns are -inf with clean_logits=True. The compressed layout (max_seqlen_k > 0) is not supported."""
+    import torch
+
+    del schedule_meta  # the kernel schedules itself
+    values, scales = q if isinstance(q, (tuple, list)) else (q, None)
+    if scales is not None:
+        raise ValueError("fp8_fp4_mqa_logits: q: FP4 queries are not supported in prefill; pass (q, None)")
+    if max_seqlen_k != 0:
+        raise ValueError(f"fp8_fp4_mqa_logits: max_seqlen_k: expected 0 (the [T, N] layout), got {max_seqlen_k}")
+    keys, key_scales = kv
+    dtype = torch.float32 if logits_dtype is None else logits_dtype
+    logits = torch.empty((values.shape[0], keys.shape[0]), dtype=dtype, device=values.device)
+    mqa_logits(values, keys, key_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits)
+    return logits
 
 
 def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0):

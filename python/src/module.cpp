@@ -447,8 +447,10 @@ NB_MODULE(_flash_indexer, m) {
 
   m.def(
       "warm_paged_mqa_logits",
-      [](int next_n, int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant) {
+      [](int next_n, int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant,
+         const std::optional<std::string>& arch) {
         fi::PagedMqaLogitsConfig c;
+        if (arch) c.arch = fi::Arch::parse(*arch, "warm_paged_mqa_logits: arch");
         c.next_n = next_n;
         c.heads = heads;
         c.head_dim = head_dim;
@@ -459,12 +461,16 @@ NB_MODULE(_flash_indexer, m) {
         fi::warm_paged_mqa_logits(c);
       },
       nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false,
-      nb::arg("logits") = "float32", nb::arg("variant") = "automatic",
-      "Loads (compiling on a cache miss) a logits kernel in the current CUDA context, before graph capture.");
+      nb::arg("logits") = "float32", nb::arg("variant") = "automatic", nb::arg("arch") = nb::none(),
+      "Loads (compiling on a cache miss) a logits kernel in the current CUDA context (device 0's primary context "
+      "where there is none), before graph capture; with arch ('sm_90a'), compiles it into the kernel cache only, "
+      "without a GPU.");
   m.def(
       "warm_mqa_logits",
-      [](int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant) {
+      [](int heads, int head_dim, bool histogram, const std::string& logits, const std::string& variant,
+         const std::optional<std::string>& arch) {
         fi::MqaLogitsConfig c;
+        if (arch) c.arch = fi::Arch::parse(*arch, "warm_mqa_logits: arch");
         c.heads = heads;
         c.head_dim = head_dim;
         c.histogram = histogram;
@@ -474,16 +480,24 @@ NB_MODULE(_flash_indexer, m) {
         fi::warm_mqa_logits(c);
       },
       nb::arg("heads"), nb::arg("head_dim"), nb::kw_only(), nb::arg("histogram") = false, nb::arg("logits") = "float32",
-      nb::arg("variant") = "automatic",
-      "Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context, before graph capture.");
+      nb::arg("variant") = "automatic", nb::arg("arch") = nb::none(),
+      "Loads (compiling on a cache miss) a prefill logits kernel in the current CUDA context (device 0's primary "
+      "context where there is none), before graph capture; with arch ('sm_90a'), compiles it into the kernel "
+      "cache only, without a GPU.");
   m.def(
       "warm_topk",
-      [](const std::string& logits) {
+      [](const std::string& logits, const std::optional<std::string>& arch) {
         const fi::LogitsDType t = logits_dtype("warm_topk", logits);
+        const std::optional<fi::Arch> target =
+            arch ? std::optional<fi::Arch>(fi::Arch::parse(*arch, "warm_topk: arch")) : std::nullopt;
         nb::gil_scoped_release release;
-        fi::warm_topk(t);
+        if (target) fi::warm_topk(t, *target);
+        else fi::warm_topk(t);
       },
-      nb::arg("logits") = "float32", "Loads every top-k selector topk() may pick for this logits dtype.");
+      nb::arg("logits") = "float32", nb::kw_only(), nb::arg("arch") = nb::none(),
+      "Loads every top-k selector topk() may pick for this logits dtype in the current CUDA context (device 0's "
+      "primary context where there is none); with arch ('sm_90a'), compiles them into the kernel cache only, "
+      "without a GPU.");
 
   m.def("cache_directory", [] { return fi::cache_directory().string(); }, "The kernel cache directory in use.");
   m.def(

@@ -3,8 +3,11 @@ against plain numpy implementations written here, on fresh random inputs."""
 import importlib.metadata
 import inspect
 import math
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -98,6 +101,38 @@ def test_cache_directory_override(tmp_path):
     finally:
         fi.set_cache_directory("")
     assert fi.cache_directory() == before
+
+
+# The first JIT compile of a fresh process into an empty cache, through the package, with torch loaded
+# first where it is installed: a build that carried its own C++ runtime crashed right there next to
+# torch's (the build now refuses to produce one: cmake/check_cxx_runtime.cmake). A subprocess, so that
+# nothing this test process loaded before counts.
+FIRST_COMPILE = """
+import importlib.util, os, sys
+if importlib.util.find_spec("torch") is not None:
+    import torch  # noqa: F401
+import flash_indexer as fi
+fi.warm_paged_mqa_logits(1, 64, 128, histogram=True, logits="float16", arch="sm_90a")
+entries = [e for e in os.listdir(sys.argv[1]) if not e.startswith(".")]
+assert len(entries) == 1 and entries[0].startswith("paged_mqa_logits.sm90.n1.h64.d128"), entries
+assert os.path.isfile(os.path.join(sys.argv[1], entries[0], "kernel.cubin"))
+print("compiled", entries[0])
+"""
+
+
+def test_first_jit_compile_in_a_fresh_process_with_an_empty_cache(tmp_path):
+    env = dict(os.environ, FLASH_INDEXER_CACHE_DIR=str(tmp_path))
+    run = subprocess.run([sys.executable, "-c", FIRST_COMPILE, str(tmp_path)], env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "compiled paged_mqa_logits.sm90.n1.h64.d128" in run.stdout
+
+
+def test_warm_for_an_arch_names_a_bad_one():
+    with pytest.raises(ValueError, match="warm_topk: arch"):
+        fi.warm_topk("float32", arch="sm_70")
+    with pytest.raises(ValueError, match="warm_paged_mqa_logits: arch"):
+        fi.warm_paged_mqa_logits(1, 64, 128, arch="hopper")
 
 
 def numpy_topk(row, length, k):
@@ -322,8 +357,43 @@ def test_deepgemm_compatible_logits_allocate_and_pass_through(monkeypatch):
     assert kw == {"fill_masked": True, "histogram": hist}
     out32 = fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 100)
     assert out32.dtype == "float32" and calls[-1][1]["fill_masked"] is False
-    with pytest.raises(ValueError, match="block_size: expected 64"):
+    with pytest.raises(ValueError, match="block_kv: expected 64"):
         fi.get_paged_mqa_logits_metadata(FakeTensor((3, 2)), 32, 132)
+    # DeepGEMM's keyword names and its current entry points, with (values, scales) queries.
+    meta = fi.get_paged_mqa_logits_metadata(context_lens=FakeTensor((3, 2)), block_kv=64, num_sms=132, indices=None)
+    assert meta.shape == (133, 2)
+    with pytest.raises(ValueError, match="fp8_paged_mqa_logits: indices"):
+        fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 100, False, "indices")
+    out = fi.fp8_fp4_paged_mqa_logits((q, None), "kv", "w", "lens", "table", meta, 100, clean_logits=False,
+                                      logits_dtype="bfloat16")
+    assert out.shape == (6, 100) and out.dtype == "bfloat16"
+    assert calls[-1][0] == (q, "kv", "w", "lens", "table", out) and calls[-1][1]["q_scales"] is None
+    packed, exponents = FakeTensor((3, 2, 64, 64), dtype="uint8"), FakeTensor((3, 2, 64), dtype="int32")
+    fi.fp8_fp4_paged_mqa_logits((packed, exponents), "kv", "w", "lens", "table", meta, 100)
+    assert calls[-1][0][0] is packed and calls[-1][1]["q_scales"] is exponents
+
+
+def test_deepgemm_sm_count_calls(monkeypatch):
+    monkeypatch.setattr(fi, "_num_sms", None)
+    fi.set_num_sms(100)
+    assert fi.get_num_sms() == 100
+    with pytest.raises(ValueError, match="set_num_sms: num_sms"):
+        fi.set_num_sms(0)
+
+
+def test_deepgemm_prefill_call_takes_tuples_and_the_logits_dtype(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    calls = []
+    monkeypatch.setattr(fi, "mqa_logits", lambda *a, **kw: calls.append((a, kw)))
+    q, keys = FakeTensor((5, 64, 128)), FakeTensor((700, 128))
+    out = fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", clean_logits=False,
+                                logits_dtype="bfloat16")
+    assert out.shape == (5, 700) and out.dtype == "bfloat16"
+    assert calls[-1] == ((q, keys, "scales", "w", "ks", "ke", out), {"fill_masked": False})
+    with pytest.raises(ValueError, match="max_seqlen_k"):
+        fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", max_seqlen_k=64)
 
 
 def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
