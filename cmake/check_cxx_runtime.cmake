@@ -27,7 +27,7 @@ if(NOT headers MATCHES "NEEDED[ \t]+lib(stdc\\+\\+|c\\+\\+)\\.so" OR defined GRE
     file(REMOVE "${LIB}")  # so that the next build links it again instead of keeping it
   endif()
   message(FATAL_ERROR
-    "${LIB} carries its own copy of the C++ runtime (libstdc++ is not a NEEDED library, or it defines "
+    "REJECTED: ${LIB} carries its own copy of the C++ runtime (libstdc++ is not a NEEDED library, or it defines "
     "${defined} std::locale symbols): loaded next to another C++ runtime, such as the one torch loads, it "
     "crashes the process. Build with a compiler that links libstdc++ dynamically, e.g. "
     "CXX=/usr/bin/g++ (check `\${CXX} -v` for a wrapper that adds -static-libstdc++), and without "

@@ -46,8 +46,9 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
   if (rows < 0 || rows > INT_MAX) oc.fail("rows = logits.shape[0] in 0..2^31-1", std::to_string(rows));
   // Headroom for a tile's column arithmetic past the row end.
   if (width < 0 || width > INT_MAX - 65536) oc.fail("a width in 0..2^31-65537", std::to_string(width));
-  if (rows > 1 && logits.strides[0] < width)
-    oc.fail(fmt::format("a row stride >= width = {}", width), std::to_string(logits.strides[0]));
+  // Row stride 0: every row is the same row (one row broadcast, torch's expand), each with its own length.
+  if (rows > 1 && logits.strides[0] != 0 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= width = {}, or 0", width), std::to_string(logits.strides[0]));
   l.logits = logits_dtype_of(logits.dtype);
   if (options.split != 0 && options.split != 1 && options.split != 2 && options.split != 4 && options.split != 8 &&
       options.split != 16)

@@ -227,6 +227,9 @@ TEST_CASE("topk accepts valid arguments up to the driver, and zero rows launch n
     a.lengths = TensorView::contiguous(fake(0x40000), DType::i32, {2});
     a.options.next_n = 3;
     CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));
+    TopkArgs broadcast;  // row stride 0: one row for every row
+    broadcast.logits.strides[0] = 0;
+    CHECK_THROWS_WITH(broadcast.call(), Contains("libcuda.so.1"));
   }
   TopkArgs e;
   e.logits.shape[0] = e.lengths.shape[0] = e.indices.shape[0] = 0;
@@ -236,7 +239,8 @@ TEST_CASE("topk accepts valid arguments up to the driver, and zero rows launch n
 TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
   expect_topk_error([](TopkArgs& a) { a.logits.dtype = DType::i32; },
                     "logits: expected dtype float32 or float16 or bfloat16, got int32");
-  expect_topk_error([](TopkArgs& a) { a.logits.strides[0] = 4000; }, "logits: expected a row stride >= width = 5000, got 4000");
+  expect_topk_error([](TopkArgs& a) { a.logits.strides[0] = 4000; },
+                    "logits: expected a row stride >= width = 5000, or 0, got 4000");
   expect_topk_error([](TopkArgs& a) { a.logits.strides[1] = 2; }, "logits: expected strides[1] = 1, got 2");
   expect_topk_error([](TopkArgs& a) { a.logits.data = fake(0x1000002); }, "logits: expected a 4-byte aligned data pointer");
   expect_topk_error([](TopkArgs& a) { a.lengths = TensorView::contiguous(a.lengths.data, DType::i32, {5}); },

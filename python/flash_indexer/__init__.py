@@ -38,6 +38,7 @@ __all__ = [
     "fp8_mqa_logits",
     "warm_mqa_logits",
     "topk",
+    "topk_indices",
     "topk_merge",
     "topk_workspace_bytes",
     "warm_paged_mqa_logits",
@@ -331,6 +332,18 @@ def _topk_workspace(device, rows):
     return ws
 
 
+def topk_indices(logits, k, lengths, *, stream=None, sorted=False):
+    """The exact top-k column indices of each row of `logits` (float32 / float16 / bfloat16 [rows,
+    width]) among its first lengths[r] columns (int32 [rows]), as a new int32 [rows, k] tensor from torch's
+    allocator (-1 padding where a row has fewer than k columns); the workspace is kept per device and
+    reused. torch.ops.flash_indexer.topk is this op for torch.compile."""
+    import torch
+
+    indices = torch.empty((logits.shape[0], int(k)), dtype=torch.int32, device=logits.device)
+    topk(logits, lengths, indices, _topk_workspace(logits.device, logits.shape[0]), stream=stream, sorted=sorted)
+    return indices
+
+
 def _vllm_topk_rows(op, logits, indices, num_rows, stride0, stride1, top_k):
     """The arguments vLLM's top-k calls share, checked; the first num_rows rows of `logits` as a view."""
     if stride1 != 1:
@@ -368,3 +381,16 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
     topk(rows, row_ends[:num_rows], indices[:num_rows], _topk_workspace(logits.device, num_rows),
          row_starts=row_starts[:num_rows], relative=True)
     return indices
+
+
+def _register_torch_ops():
+    """The ops as torch custom ops (torch.ops.flash_indexer.*, traceable by torch.compile) where torch
+    imports; without torch the package works on any DLPack arrays."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return
+    from . import _torch_ops  # noqa: F401
+
+
+_register_torch_ops()

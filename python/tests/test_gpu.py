@@ -65,6 +65,23 @@ def test_prefill_topk_equals_the_reference_over_windows():
         assert row[len(chosen):] == [-1] * (k - len(chosen)), r
 
 
+def test_decode_topk_of_a_broadcast_row_equals_the_reference():
+    # One row expanded to all rows (row stride 0), as vLLM's tests pass it, each row with its own length.
+    rng = np.random.default_rng()
+    rows, width, k = 6, 7000, 512
+    row = rng.integers(-60, 60, width).astype(np.float32) / 8  # many ties
+    t = to_cuda(row[None, :]).expand(rows, width)
+    assert t.stride(0) == 0
+    lens = np.array([7000, 6999, 4000, 512, 100, 0], np.int32)
+    indices = torch.full((rows, k), 0x7D7D7D7D, dtype=torch.int32, device="cuda")
+    fi.top_k_per_row_decode(t, 1, to_cuda(lens), indices, rows, t.stride(0), t.stride(1), k)
+    torch.cuda.synchronize()
+    want = reference_topk_sets(np.repeat(row[None, :], rows, 0), lens, k)
+    for r, got in enumerate(indices.cpu().numpy()):
+        assert sorted(int(i) for i in got if i >= 0) == want[r], r
+        assert (got >= 0).sum() == min(k, lens[r]), r
+
+
 def test_prefill_logits_equal_the_reference():
     rng = np.random.default_rng()
     T, H, D, N = 13, 32, 64, 333
@@ -218,3 +235,40 @@ def test_engine_drop_ins_equal_the_reference():
     row_lengths = [lengths[r // n] - n + r % n + 1 for r in range(B * n)]
     got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
     assert got == reference_topk_sets(want, row_lengths, k)
+
+
+def test_torch_ops_trace_under_torch_compile_and_equal_the_reference():
+    # torch.ops.flash_indexer.*: the same step eager and through torch.compile(fullgraph=True), whose
+    # tracing runs the fake implementations; both equal the CPU reference.
+    rng = np.random.default_rng()
+    B, n, H, D, k = 2, 2, 64, 128, 128
+    lengths = [900, 333]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    args = (to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens), to_cuda(table))
+    meta = fi.get_paged_mqa_logits_metadata(args[3], 64, fi.get_num_sms())
+
+    def step(q_, kv_, w_, lens_, table_, meta_, indices_):
+        logits = torch.ops.flash_indexer.fp8_paged_mqa_logits(q_, kv_, w_, lens_, table_, meta_, 1024, True)
+        torch.ops.flash_indexer.top_k_per_row_decode(logits, n, lens_, indices_, B * n, logits.stride(0),
+                                                     logits.stride(1), k)
+        return logits
+
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, 1024)
+    row_lengths = [lengths[r // n] - n + r % n + 1 for r in range(B * n)]
+    for fn in (step, torch.compile(step, fullgraph=True)):
+        indices = torch.full((B * n, k), 0x7D7D7D7D, dtype=torch.int32, device="cuda")
+        logits = fn(*args, meta, indices)
+        torch.cuda.synchronize()
+        assert np.array_equal(logits.cpu().numpy().astype(np.float64), want.astype(np.float32).astype(np.float64))
+        got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
+        assert got == reference_topk_sets(want, row_lengths, k)
+    rows = torch.from_numpy(want.astype(np.float32)).cuda()
+    row_lens = torch.tensor(row_lengths, dtype=torch.int32, device="cuda")
+    out = torch.ops.flash_indexer.topk(rows, k, row_lens)
+    assert out.shape == (B * n, k) and out.dtype == torch.int32
+    assert [sorted(int(i) for i in r if i >= 0) for r in out.cpu().numpy()] == reference_topk_sets(want, row_lengths, k)
+    torch.library.opcheck(torch.ops.flash_indexer.topk.default, (rows, k, row_lens),
+                          test_utils=("test_schema", "test_faketensor"))
+    # (opcheck's schema test perturbs the inputs with arithmetic torch lacks for float8.)
+    torch.library.opcheck(torch.ops.flash_indexer.fp8_paged_mqa_logits.default, (*args, meta, 1024, True),
+                          test_utils=("test_faketensor",))
