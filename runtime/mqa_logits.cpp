@@ -13,6 +13,9 @@ namespace flash_indexer {
 namespace {
 
 bool sm90_applies(const Arch& arch) { return arch.major == 9 && arch.minor == 0 && arch.arch_specific; }
+// The sm90 kernel's TMA tiles are 64 or 128 bytes wide; head_dim 32 (DeepGEMM's tests use it) runs on the
+// portable kernel, which takes any multiple of 16.
+bool sm90_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
 
 }  // namespace
 
@@ -24,7 +27,9 @@ std::string MqaLogitsConfig::key() const {
 MqaLogitsConfig MqaLogitsConfig::resolved() const {
   MqaLogitsConfig c = *this;
   if (c.variant == MqaLogitsVariant::automatic)
-    c.variant = sm90_applies(c.arch) && !portable_forced_by_environment() ? MqaLogitsVariant::sm90 : MqaLogitsVariant::portable;
+    c.variant = sm90_applies(c.arch) && sm90_head_dim(c.head_dim) && !portable_forced_by_environment()
+                    ? MqaLogitsVariant::sm90
+                    : MqaLogitsVariant::portable;
   return c;
 }
 
@@ -55,7 +60,7 @@ void MqaLogitsConfig::check_supported() const {
     throw ArgumentError(fmt::format("mqa_logits configuration {}: expected {}, got {}", key(), what, got));
   };
   if (heads != 16 && heads != 32 && heads != 64) fail("heads in {16, 32, 64}", heads);
-  if (head_dim != 64 && head_dim != 128) fail("head_dim in {64, 128}", head_dim);
+  if (head_dim != 32 && head_dim != 64 && head_dim != 128) fail("head_dim in {32, 64, 128}", head_dim);
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
@@ -64,6 +69,8 @@ void MqaLogitsConfig::check_supported() const {
   if (variant == MqaLogitsVariant::sm90 && !sm90_applies(arch))
     throw ArgumentError(
         fmt::format("mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
+  if (variant == MqaLogitsVariant::sm90 && !sm90_head_dim(head_dim))
+    fail("head_dim 64 or 128 for the sm90 kernel (32 runs on the portable one)", head_dim);
   if (variant != MqaLogitsVariant::portable && variant != MqaLogitsVariant::sm90)
     fail("variant automatic, portable or sm90", static_cast<int>(variant));
 }
@@ -71,11 +78,12 @@ void MqaLogitsConfig::check_supported() const {
 std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch) {
   std::vector<MqaLogitsConfig> configs;
   for (int heads : {16, 32, 64})
-    for (int head_dim : {64, 128})
+    for (int head_dim : {32, 64, 128})
       for (bool histogram : {false, true})
         for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
           configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::portable});
-          if (sm90_applies(arch)) configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::sm90});
+          if (sm90_applies(arch) && sm90_head_dim(head_dim))
+            configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::sm90});
         }
   return configs;
 }

@@ -88,7 +88,8 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
     qc.fail(fmt::format("tokens T = q.shape[0] in 0..{}", kMqaMaxTokens), std::to_string(tokens));
   if (q.shape[1] != 16 && q.shape[1] != 32 && q.shape[1] != 64)
     qc.fail("heads = q.shape[1] in {16, 32, 64}", std::to_string(q.shape[1]));
-  if (q.shape[2] != 64 && q.shape[2] != 128) qc.fail("head_dim = q.shape[2] in {64, 128}", std::to_string(q.shape[2]));
+  if (q.shape[2] != 32 && q.shape[2] != 64 && q.shape[2] != 128)
+    qc.fail("head_dim = q.shape[2] in {32, 64, 128}", std::to_string(q.shape[2]));
   l.config.heads = static_cast<int>(q.shape[1]);
   l.config.head_dim = static_cast<int>(q.shape[2]);
   const std::int64_t heads = l.config.heads, head_dim = l.config.head_dim;

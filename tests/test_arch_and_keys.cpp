@@ -104,8 +104,9 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
         TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
-  // portable and sm90), the top-k merge (one per values dtype), the three bench probes
-  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 36 + 36 + 3 + 3);
+  // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
+  // bench probes
+  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 54 + 36 + 3 + 3);
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

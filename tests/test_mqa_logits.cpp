@@ -51,8 +51,13 @@ void expect_error(const std::function<void(Args&)>& change, const std::string& t
 
 TEST_CASE("mqa_logits keys round-trip and name what is out of range", "[mqa][cpu]") {
   const auto configs = supported_mqa_logits_configs(Arch{9, 0, true});
-  CHECK(configs.size() == 72);  // portable and sm90
-  CHECK(supported_mqa_logits_configs(Arch{8, 0, false}).size() == 36);
+  CHECK(configs.size() == 90);  // portable (D 32, 64, 128) and sm90 (D 64, 128)
+  CHECK(supported_mqa_logits_configs(Arch{8, 0, false}).size() == 54);
+  MqaLogitsConfig d32;
+  d32.head_dim = 32;
+  CHECK(d32.resolved().key() == "mqa_logits.portable.h64.d32.hist0.out-f32.kv-fp8.sm_90a");  // no sm90 form
+  CHECK_THROWS_WITH(MqaLogitsConfig::parse_key("mqa_logits.sm90.h64.d32.hist0.out-f32.kv-fp8.sm_90a"),
+                    Contains("head_dim 64 or 128 for the sm90 kernel"));
   for (const auto& c : configs) CHECK(MqaLogitsConfig::parse_key(c.key()) == c);
   CHECK(MqaLogitsConfig{}.key() == "mqa_logits.auto.h64.d128.hist0.out-f32.kv-fp8.sm_90a");
   CHECK(MqaLogitsConfig{}.resolved().key() == "mqa_logits.sm90.h64.d128.hist0.out-f32.kv-fp8.sm_90a");
@@ -87,7 +92,7 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
   expect_error([](Args& a) { a.q = TensorView::contiguous(a.q.data, DType::fp8_e4m3, {37, 48, 128}); },
                "q: expected heads = q.shape[1] in {16, 32, 64}, got 48");
   expect_error([](Args& a) { a.q = TensorView::contiguous(a.q.data, DType::fp8_e4m3, {37, 64, 96}); },
-               "q: expected head_dim = q.shape[2] in {64, 128}, got 96");
+               "q: expected head_dim = q.shape[2] in {32, 64, 128}, got 96");
   expect_error([](Args& a) { a.q.data = fake(0x10008); }, "q: expected a 16-byte aligned data pointer");
   expect_error([](Args& a) { a.kv = TensorView::contiguous(a.kv.data, DType::fp8_e4m3, {700, 64}); },
                "kv: expected shape[1] = 128 (head_dim)");

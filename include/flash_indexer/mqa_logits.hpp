@@ -21,7 +21,7 @@ using MqaLogitsVariant = PagedMqaLogitsVariant;
 // One compiled kernel: everything that is a template argument of the device code.
 struct MqaLogitsConfig {
   int heads = 64;      // 16, 32, 64
-  int head_dim = 128;  // 64, 128
+  int head_dim = 128;  // 32 (the portable kernel), 64, 128
   bool histogram = false;
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};

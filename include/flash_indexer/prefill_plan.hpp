@@ -15,7 +15,7 @@ namespace flash_indexer {
 
 struct PrefillPlanConfig {
   int heads = 64;                                 // 16, 32, 64
-  int head_dim = 128;                             // 64, 128
+  int head_dim = 128;                             // 32, 64, 128
   int k = 2048;                                   // 1..2048
   LogitsDType logits = LogitsDType::f16;          // the logits as stored between the two steps
   std::int64_t max_tokens = 8192;                 // T per run, at most
