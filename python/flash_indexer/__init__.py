@@ -359,8 +359,11 @@ def top_k_per_row_decode(logits, next_n, seq_lens, indices, num_rows, stride0, s
     """vLLM's top_k_per_row_decode: the top_k column indices of each of the first num_rows rows of
     `logits` (float32; float16 / bfloat16 too) into `indices` (int32 [num_rows, top_k], contiguous), on
     the current torch stream. seq_lens is [B] (row r = b * next_n + j sees seq_lens[b] - next_n + j + 1
-    columns) or [B, next_n]. Exact and deterministic (ties to the lower column, -1 padding)."""
+    columns; [B, 1] reads the same) or [B, next_n]. Exact and deterministic (ties to the lower column, -1
+    padding)."""
     rows = _vllm_topk_rows("top_k_per_row_decode", logits, indices, num_rows, stride0, stride1, top_k)
+    if seq_lens.dim() == 2 and seq_lens.shape[1] == 1 and next_n > 1:
+        seq_lens = seq_lens.reshape(-1)  # vLLM's [B, 1] request lengths: the MTP rule, as [B]
     out = indices[:num_rows]
     topk(rows, seq_lens, out, _topk_workspace(logits.device, num_rows),
          next_n=next_n if seq_lens.dim() == 1 else 0)

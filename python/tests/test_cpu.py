@@ -325,6 +325,9 @@ class FakeTensor:
     def as_strided(self, size, stride):
         return ("as_strided", tuple(size), tuple(stride))
 
+    def reshape(self, *shape):
+        return FakeTensor((self.numel(),) if shape == (-1,) else shape, self.device, self.dtype)
+
     def __getitem__(self, index):
         return ("rows", index)
 
@@ -414,6 +417,8 @@ def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
     assert kw == {"next_n": 2}  # 1-D seq_lens: the MTP rule
     fi.top_k_per_row_decode(logits, 2, FakeTensor((4, 2), dtype="int32"), indices, 8, 65536, 1, 2048)
     assert calls[-1][1] == {"next_n": 0}  # 2-D: a length per row
+    fi.top_k_per_row_decode(logits, 2, FakeTensor((4, 1), dtype="int32"), indices, 8, 65536, 1, 2048)
+    assert calls[-1][0][1].shape == (4,) and calls[-1][1] == {"next_n": 2}  # vLLM's [B, 1]: the MTP rule
     with pytest.raises(ValueError, match="stride1: expected 1, got 2"):
         fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 2, 2048)
     with pytest.raises(ValueError, match="top_k: expected 1..2048, got 4096"):
