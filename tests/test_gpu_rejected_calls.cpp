@@ -33,7 +33,7 @@ struct Region {
 std::vector<std::uint8_t> read_region(const Region& r) {
   std::vector<std::uint8_t> bytes(r.bytes);
   if (r.bytes) {
-    // The legacy stream's copy does not wait for the session's non-blocking stream: the context does.
+    // The legacy stream's copy does not wait for the test's non-blocking stream: the context does.
     driver::check(driver::api().cuCtxSynchronize(), "cuCtxSynchronize");
     driver::check(driver::api().cuMemcpyDtoH(bytes.data(), reinterpret_cast<CUdeviceptr>(r.data), r.bytes), "cuMemcpyDtoH");
   }
