@@ -216,9 +216,15 @@ void warm_topk(const TopkConfig& config) {
   loaded_kernel("warm_topk", config, nullptr);
 }
 
-void warm_topk(LogitsDType logits) {
+namespace {
+void check_warm_logits(LogitsDType logits) {
   if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
     throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+}
+}  // namespace
+
+void warm_topk(LogitsDType logits) {
+  check_warm_logits(logits);
   current_or_primary_context("warm_topk");
   for (const TopkConfig& c : supported_topk_configs(current_device_arch()))
     if (c.logits == logits)
@@ -226,8 +232,7 @@ void warm_topk(LogitsDType logits) {
 }
 
 void warm_topk(LogitsDType logits, const Arch& arch) {
-  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
-    throw ArgumentError(fmt::format("warm_topk: logits: expected f32, f16 or bf16, got {}", static_cast<int>(logits)));
+  check_warm_logits(logits);
   for (const TopkConfig& c : supported_topk_configs(arch))
     if (c.logits == logits) compile_into_disk_cache("warm_topk", topk_kernel_spec(c));
 }
