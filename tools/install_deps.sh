@@ -18,6 +18,10 @@ esac
 $sudo apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends \
   cmake g++ make pkg-config libfmt-dev nlohmann-json3-dev catch2 libxxhash-dev python3-venv python3-dev python3-pip >/dev/null
+# A CPU torch from the distribution for python/tests/test_torch_process.py (the first JIT compile inside
+# a process that has torch loaded); optional, as not every distribution packages one.
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends python3-torch >/dev/null ||
+  echo "install_deps: no python3-torch package here; the torch-process test will be skipped" >&2
 cmake_ok() {
   local v
   v="$(cmake --version | head -n1 | awk '{print $3}')"

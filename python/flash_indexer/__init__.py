@@ -388,10 +388,15 @@ def top_k_per_row_prefill(logits, row_starts, row_ends, indices, num_rows, strid
 
 def _register_torch_ops():
     """The ops as torch custom ops (torch.ops.flash_indexer.*, traceable by torch.compile) where torch
-    imports; without torch the package works on any DLPack arrays."""
+    imports and has torch.library.custom_op (2.4 and later); elsewhere the package works on any DLPack
+    arrays, an older torch's included."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is None:
+        return
+    import torch
+
+    if not hasattr(getattr(torch, "library", None), "custom_op"):
         return
     from . import _torch_ops  # noqa: F401
 
