@@ -14,13 +14,17 @@ struct MqaLogitsParams {
   const float* weights;      // [T, H], contiguous
   const int* ks;             // [T]: token t scores keys [ks[t], ke[t]) (clamped to [0, N])
   const int* ke;             // [T]
-  void* logits;              // [T, N], row stride logits_stride
+  void* logits;              // [T, width], row stride logits_stride
   int* histogram;            // [T, 1024] coarse-bin counts to add to (histogram kernels only)
   long long kv_stride;       // bytes between consecutive keys (a multiple of 16)
   long long logits_stride;   // elements
   int tokens;                // T
   int keys;                  // N
   int fill_masked;           // 1: write -inf into the columns outside each token's window
+  // 0: column c of a row is key c (width = N); 1: it is key start + c of the row's window (DeepGEMM's
+  // compressed form, max_seqlen_k), keys at or past start + width are not stored (nor counted).
+  int compressed;
+  int width;                 // columns of a logits row
 };
 
 // The portable kernel's geometry: a CTA takes 64 consecutive keys for up to 8 consecutive tokens, so

@@ -150,10 +150,13 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       for (int n = 0; n < Tile::kOwned; ++n) {
         const int j = Tile::owned_row(n, quad);
         if (!Tile::owns(n, quad) || t0 + j >= p.tokens || key >= p.keys) continue;
-        const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1];
+        const int column = p.compressed ? key - windows[2 * j] : key;
+        // Not compressed: column < width = N always; compressed: fill_masked is 0 (the host refuses both).
+        const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1] && column < p.width;
         if (kHistogram && inside) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
         if (inside || p.fill_masked)
-          Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + key, inside ? sum[n] : negative_infinity());
+          Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + column,
+                       inside ? sum[n] : negative_infinity());
       }
       ring.advance();
     }

@@ -113,8 +113,10 @@ __device__ __forceinline__ int selector_bin_or_nan_slot(typename In::Raw x) {
   return In::is_nan(x) ? kTopkSelectorBins : bin;
 }
 
+// The split selector's static shared memory. Its selected columns (bins above T, then bin T's winners:
+// up to k) follow the staging ring in dynamic shared memory, sized per call, so that k <= 2048 keeps two
+// CTAs per SM (a static out[kMaxTopk] would not fit twice).
 struct TopkSmem {
-  int out[kMaxTopk];  // selected columns: bins above T, then bin T's winners
   // Bin counts of this CTA's columns (selector bins, contract bins never: those come from global
   // memory); later the narrowing and refinement digit counts.
   int hist[kCoarseBins];
@@ -293,12 +295,12 @@ __device__ __forceinline__ KeyBounds selector_key_bounds(int bin_t) {
 
 // Chooses `need` of the first `size` (1..kTopkCandidates) candidates in shared memory (largest keys;
 // equal keys by ascending position, which is ascending column) and writes them in candidate order to
-// sm.out[first ...]. Every candidate's key is in [lo, hi). Each round counts kRefineBits-bit digits of
+// out[first ...]. Every candidate's key is in [lo, hi). Each round counts kRefineBits-bit digits of
 // (key - lo) over the candidates still in the running and narrows [lo, hi) to the digit where the count
 // reaches what is still needed. It stops when the interval holds one key, or when every candidate in it
 // is needed (the usual end after one round: a selector bin's few hundred keys spread over 1024 digits).
 constexpr int kRefineBits = 10;  // 1024 digits: sm.hist
-__device__ void refine(int size, int need, int first, unsigned long long lo, unsigned long long hi, TopkSmem& sm) {
+__device__ void refine(int size, int need, int first, unsigned long long lo, unsigned long long hi, int* out, TopkSmem& sm) {
   using Scan = BlockScan<kTopkThreads>;
   constexpr int kDigits = 1 << kRefineBits;
   static_assert(kDigits <= kCoarseBins, "the digit counts live in sm.hist");
@@ -342,10 +344,10 @@ __device__ void refine(int size, int need, int first, unsigned long long lo, uns
   for (int i = from; i < to; ++i) {
     const unsigned int key = sm.candidate_key[i];
     if (key >= hi) {
-      sm.out[first + g + min(q, ties)] = sm.candidate_index[i];
+      out[first + g + min(q, ties)] = sm.candidate_index[i];
       ++g;
     } else if (key >= lo) {
-      if (q < ties) sm.out[first + g + q] = sm.candidate_index[i];
+      if (q < ties) out[first + g + q] = sm.candidate_index[i];
       ++q;
     }
   }
@@ -407,10 +409,10 @@ __device__ __forceinline__ int output_index(const TopkParams& p, int r, int colu
   return p.slot_table[b * p.slot_table_stride + block] * 64 + column % 64;
 }
 
-// The output stage: sm.out holds two ascending runs of columns, [0, above) (bins before T) and
+// The output stage: out holds two ascending runs of columns, [0, above) (bins before T) and
 // [above, selected) (bin T's winners), merged into ascending column order. Then the row report.
 template <class In>
-__device__ void write_output(const TopkParams& p, int r, const void* row, int start, int above, int selected, const TopkSmem& sm,
+__device__ void write_output(const TopkParams& p, int r, const void* row, int start, int above, int selected, const int* out,
                              const int (&report)[kTopkReportInts]) {
   const int k = p.k;
   int* indices = p.indices + static_cast<long long>(r) * k;
@@ -423,9 +425,9 @@ __device__ void write_output(const TopkParams& p, int r, const void* row, int st
     }
     // Always merged, `sorted` or not: the paths (per split, sampled or counted) list the winners in
     // different runs, and every path must give the same bytes.
-    const int column = sm.out[i];
+    const int column = out[i];
     const int position =
-        i < above ? i + count_below(sm.out + above, selected - above, column) : (i - above) + count_below(sm.out, above, column);
+        i < above ? i + count_below(out + above, selected - above, column) : (i - above) + count_below(out, above, column);
     indices[position] = output_index(p, r, column, start);
     if (values != nullptr) values[position] = In::value(In::load(row, column));
   }

@@ -5,7 +5,8 @@
 // one, at few instructions per logit.
 //   1. A cutoff before any pass: the given contract §3 histogram's threshold bin as a key interval
 //      [lo, hi); without one, a sample of the row (the cluster's samples summed) places lo so that about
-//      (k + kFilterCandidates) / 2 columns pass, and hi so that about k / 2 do.
+//      k + max((C - k) / 2, C / 4) columns pass (C = kFilterCandidates: (k + C) / 2 up to k = C / 2), and
+//      hi so that about k - min(k / 2, C / 4) do: both clear of k, about C / 2 columns between them.
 //   2. The filter pass streams the segment with 16-byte loads, four in flight per thread. A vector
 //      whose largest score is below lo (nearly all of them) costs a max and one compare. A column with a
 //      key >= hi is marked in a bitmap of the segment (dynamic shared memory); one in [lo, hi) goes to
@@ -30,6 +31,7 @@ namespace flash_indexer {
 namespace kernels {
 
 constexpr int kFilterCandidates = kTopkCandidates;
+static_assert(kMaxTopk <= kFilterCandidates, "the winners' staging shares the candidate columns' storage");
 
 // A 16-byte load that bypasses L1: the row is read once (or once per pass, from L2 at best).
 __device__ __forceinline__ uint4 ld_global_stream(const uint4* p) {
@@ -212,7 +214,7 @@ __device__ void topk_filter(const TopkParams& p) {
       th = {b.candidate, b.above, k - given.above, given.count};
     }
   } else if (len - from >= kCluster * kTopkFilterSampleColumns) {
-    // The cutoff: the key at or above which about (k + kFilterCandidates) / 2 of the row's columns lie,
+    // The cutoff: the key at or above which about `target` of the row's columns lie (see the top),
     // estimated from a sample spread evenly over the segment: rounds of 8 logits per thread, one per 64K
     // columns (at most 4), so that about 200 sampled logits pass (with 48, 1-3 rows in 128 miss the
     // interval and take another pass). Counted in selector bins (1024: two per thread, so that a cluster
@@ -257,11 +259,14 @@ __device__ void topk_filter(const TopkParams& p) {
     }
     // Scaled to the sample: the sampled share of the row's columns.
     const long long sample = static_cast<long long>(runs) * kRun * kPer;  // the nominal sample (a short last segment reads less)
-    const int target = (k + kFilterCandidates) / 2;
+    // Both targets stay C / 4 or more from k, so that sampling noise rarely puts k outside [lo, hi) (a miss
+    // costs two more passes), and the interval about C / 2 wide, so that it rarely overflows the buffer.
+    const int target = k + max((kFilterCandidates - k) / 2, kFilterCandidates / 4);
     const int want = max(1, static_cast<int>((target * sample * kCluster + (len - from) - 1) / (len - from)));
-    // Keys at or above `high` (above the bin where the sample's count reaches k / 2, scaled) are winners
-    // outright, marked in the bitmap instead of kept as candidates: half the buffer's work and the ranking's.
-    const int want_high = static_cast<int>(static_cast<long long>(k / 2) * sample * kCluster / (len - from));
+    // Keys at or above `high` are winners outright, marked in the bitmap instead of kept as candidates:
+    // about half the buffer's work and the ranking's.
+    const int target_high = k - min(k / 2, kFilterCandidates / 4);
+    const int want_high = static_cast<int>(static_cast<long long>(target_high) * sample * kCluster / (len - from));
     static_assert(kTopkSelectorBins == 2 * kThreads, "two selector bins per thread");
     cluster::sync_all<kCluster>();
     int d[2];
@@ -283,20 +288,24 @@ __device__ void topk_filter(const TopkParams& p) {
         cluster::sync();
       }
     }
+    // The key at or above which about `w` sampled columns lie: inside the bin where the count reaches w,
+    // by linear interpolation.
+    auto interpolated = [](const FoundBin& f, int w) {
+      const unsigned long long lo = In::lowest_key_of_selector_bin(f.bin);
+      const unsigned long long hi = f.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(f.bin - 1);
+      const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(w - f.above) /
+                                                                       static_cast<float>(f.count) * static_cast<float>(hi - lo));
+      return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+    };
     const FoundBin s = scan_threshold<kThreads, 2>(d, want, sm);
     unsigned int high = In::kMaxKey + 1;
     if (want_high >= 1) {
+      // Interpolated like the cutoff: a bin's edge would leave up to a whole bin more candidates, past
+      // the buffer at k near C.
       const FoundBin h = scan_threshold<kThreads, 2>(d, want_high, sm);
-      if (h.bin > 0 && h.bin < kTopkSelectorBins) high = In::lowest_key_of_selector_bin(h.bin - 1);
+      if (h.bin < kTopkSelectorBins) high = interpolated(h, want_high);
     }
-    unsigned int cutoff = In::kMinKey;
-    if (s.bin < kTopkSelectorBins) {
-      const unsigned long long lo = In::lowest_key_of_selector_bin(s.bin);
-      const unsigned long long hi = s.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(s.bin - 1);
-      const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - s.above) /
-                                                                       static_cast<float>(s.count) * static_cast<float>(hi - lo));
-      cutoff = static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
-    }
+    const unsigned int cutoff = s.bin < kTopkSelectorBins ? interpolated(s, want) : In::kMinKey;
     th = {cutoff, max(high, cutoff), k, 0};
     sampled = true;
   } else {

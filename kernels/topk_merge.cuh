@@ -22,10 +22,16 @@
 namespace flash_indexer {
 namespace kernels {
 
+// The digit counts are last read before the winners are first written (a barrier between), so they share
+// storage: apart, at k = 4096, the two would pass the 48 KiB of static shared memory.
 struct TopkMergeSmem {
-  unsigned int hist[4096];  // digit counts, largest digit first
-  int position[kMaxTopk];   // the winners, then sorted by position
-  float value[kMaxTopk];
+  union {
+    unsigned int hist[4096];  // digit counts, largest digit first
+    struct {
+      int position[kMaxTopk];  // the winners, then sorted by position
+      float value[kMaxTopk];
+    };
+  };
   unsigned int warp_sums[kTopkMergeThreads / 32];
   int found[4];
   int taken;  // winners placed

@@ -22,8 +22,8 @@ struct TopkMergeParams {
 };
 
 constexpr int kTopkMergeThreads = 512;
-// Candidates per row, at most (lists * k_in): 16 lists of 2048.
-constexpr int kTopkMergeMaxCandidates = 32768;
+// Candidates per row, at most (lists * k_in): 16 lists of kMaxTopk.
+constexpr int kTopkMergeMaxCandidates = 65536;
 
 }  // namespace kernels
 }  // namespace flash_indexer

@@ -35,15 +35,22 @@ struct TopkParams {
   int dcp_interleave;
 };
 
-constexpr int kMaxTopk = 2048;
+constexpr int kMaxTopk = 4096;
 constexpr int kTopkThreads = 512;
 // Threshold-bin candidates the selector keeps in shared memory; a bigger threshold bin is refined with
 // extra passes over the row instead (never dropped).
 constexpr int kTopkCandidates = 4096;
+// The split selector takes a single-key threshold bin's first kTopkCandidates columns: enough for any k.
+static_assert(kTopkCandidates >= kMaxTopk, "a single-key bin's candidates hold every winner it can give");
 // Threshold-bin candidates the resident selector keeps (topk_resident.cuh; its bins are four times finer).
 constexpr int kTopkResidentCandidates = 2048;
 // Bytes of one stage of the selector's shared-memory staging ring (topk_split.cuh).
 constexpr int kTopkStageBytes = 2 * kTopkThreads * 16;
+// The split selector's dynamic shared memory for a call: the staging ring, then its k selected columns
+// (topk_split.cuh), so that k <= 2048 keeps two CTAs per SM on 227 KiB parts.
+constexpr unsigned topk_split_smem_bytes(int stages, int k) {
+  return static_cast<unsigned>(stages * kTopkStageBytes + (4 * k + 15) / 16 * 16);
+}
 // The register selector (topk_register.cuh): each thread holds 16 FP32 logits of a row; 512 threads
 // (two CTAs per SM), 1024 in its wide form.
 constexpr int kRegisterColumns = 16;

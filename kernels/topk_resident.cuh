@@ -36,20 +36,25 @@ namespace flash_indexer {
 namespace kernels {
 
 constexpr int kResidentCandidates = kTopkResidentCandidates;
+// The output scan packs a thread's winners (low bits) and ties (high bits) into one word.
+constexpr int kWinnerBits = 15;
+constexpr unsigned int kWinnerMask = (1u << kWinnerBits) - 1u;
 
 template <int kThreads>
 struct TopkResidentSmem {
   // Bitmap words of the largest segment (kMaxLive vectors of eight 16-bit logits per thread).
   static constexpr int kWords = kMaxLive * kThreads * 8 / 32;
-  alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts; NaNs are counted past the end, in hist[kTopkFineBins]
+  // The counts are last read before the narrowing passes, the winners first written after them, so the
+  // two share storage (a separate out[4096] would cost the 512-thread form its second CTA per SM).
+  union {
+    alignas(16) unsigned int hist[kTopkFineBins + 4];  // fine-bin counts; NaNs are counted past the end, in hist[kTopkFineBins]
+    int out[kMaxTopk];  // this CTA's winners (columns of the segment), in output order
+  };
   // Narrowing and ranking digit counts, largest digit first; before them, in a cluster, the cluster's
   // group totals (the all-gather's).
   unsigned int digits[1 << kRefineBits];
   unsigned int candidate_key[kResidentCandidates];  // the leader's holds the whole cluster's keys when ranking
-  union {
-    int candidate_index[kResidentCandidates];  // column in the segment
-    int out[kMaxTopk];  // this CTA's winners (columns of the segment), in output order
-  };
+  int candidate_index[kResidentCandidates];  // column in the segment
   unsigned int above[kWords];  // bit per column of the segment: a winner
   unsigned int tied[kWords];  // bit per column: holds the last key, lowest columns first
   // The counts of each thread's fine bins; in a cluster, [q * kSlice + j]: CTA q's totals of this CTA's
@@ -538,13 +543,15 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       t1 = sm.tied[w + 1];
     }
   }
-  // Winners <= k < 2^16 and ties < 2^16 per CTA, so both fit one word.
+  // Winners < k <= 4096 < 2^15 and ties <= 65536 < 2^17 per CTA (the wide FP16 form holds 64K columns, all
+  // of which may tie), so both fit one word.
+  static_assert(kMaxTopk < (1 << kWinnerBits) && kMaxLive * kThreads * 8 < (1 << (32 - kWinnerBits)), "packed counts");
   const unsigned int counts =
-      static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << 16;
+      static_cast<unsigned int>(__popc(a0) + __popc(a1)) | static_cast<unsigned int>(__popc(t0) + __popc(t1)) << kWinnerBits;
   unsigned int cta_total;
   const unsigned int before = BlockScan<kThreads>::exclusive(counts, sm.warp_sums, cta_total);
-  int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & 0xffffu),
-      tied_all = static_cast<int>(cta_total >> 16);
+  int above_before = 0, tied_before = 0, above_all = static_cast<int>(cta_total & kWinnerMask),
+      tied_all = static_cast<int>(cta_total >> kWinnerBits);
   if constexpr (kCluster > 1) {
     // Sent after this CTA's last access to another CTA's shared memory, and awaited from every other
     // CTA: so no CTA leaves while another may still read or write its shared memory.
@@ -565,7 +572,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   // This CTA's winners hold a contiguous range of output positions from `base`: placed in shared
   // memory first, so that the global writes are coalesced.
   const int base = above_before + min(tied_before, tie_slots);
-  int na = above_before + static_cast<int>(before & 0xffffu), nt = tied_before + static_cast<int>(before >> 16);
+  int na = above_before + static_cast<int>(before & kWinnerMask), nt = tied_before + static_cast<int>(before >> kWinnerBits);
   auto place = [&](int from, unsigned int a, unsigned int t) {
     if (t == 0) {  // no ties here (the usual case): the winners go one after the other
       int at = na + min(nt, tie_slots) - base;
@@ -578,8 +585,8 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   place(first, a0, t0);
   place(first + 32, a1, t1);
   __syncthreads();
-  const int cta_selected =
-      static_cast<int>(cta_total & 0xffffu) + min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> 16));
+  const int cta_selected = static_cast<int>(cta_total & kWinnerMask) +
+                           min(max(tie_slots - tied_before, 0), static_cast<int>(cta_total >> kWinnerBits));
   int* indices = p.indices + static_cast<long long>(r) * k;
   float* values = p.values != nullptr ? p.values + static_cast<long long>(r) * k : nullptr;
   for (int i = threadIdx.x; i < cta_selected; i += kThreads) {

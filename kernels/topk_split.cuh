@@ -45,12 +45,12 @@ struct SelectRun {
 };
 
 // The select pass over one tile (the bounds as values, bound_value): appends the tile's columns in bins
-// before T to sm.out and bin T's to the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
+// before T to out and bin T's to the candidate buffer, in column order after what `run` already holds. One block barrier; `parity`
 // alternates between tiles so consecutive tiles do not share the warp-count slots. `count_valid`: also
 // count the non-NaN logits (only to check a given histogram).
 template <class In>
 __device__ void select_tile(const TopkTile<In>& t, float above_at, float candidate_at, bool count_valid, int k, int parity,
-                            SelectRun& run, TopkSmem& sm) {
+                            SelectRun& run, int* out, TopkSmem& sm) {
   using Tile = TopkTile<In>;
   constexpr int kWarps = kTopkThreads / 32;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -96,7 +96,7 @@ __device__ void select_tile(const TopkTile<In>& t, float above_at, float candida
   int a = run.above + static_cast<int>(before & 0xffffu);
   int c = run.candidates + static_cast<int>(before >> 16);
   for (Mask m = above; m != 0; m &= m - 1) {
-    if (a < k) sm.out[a] = t.column(__ffsll(m) - 1);  // more than k only when a given histogram lied: detected after the pass
+    if (a < k) out[a] = t.column(__ffsll(m) - 1);  // more than k only when a given histogram lied: detected after the pass
     ++a;
   }
   for (Mask m = candidate; m != 0; m &= m - 1) {
@@ -122,9 +122,11 @@ __device__ void select_tile(const TopkTile<In>& t, float above_at, float candida
 // its row three more times on one CTA, which then decides the kernel's time. Every thread of the block
 // must call it.
 template <class In>
-__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, uint4* scratch, TopkSmem& sm) {
+__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, uint4* scratch, int scratch_vectors,
+                                       TopkSmem& sm) {
   constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
-  const int rounds = min(4, max(1, (end - begin + 65535) / 65536));
+  // At most what the staging ring holds (two rounds of FP32 on the 2-stage parts).
+  const int rounds = min(min(4, scratch_vectors / (kTopkThreads * (8 / kPer))), max(1, (end - begin + 65535) / 65536));
   const int vectors = kTopkThreads * (8 / kPer) * rounds;  // 8 logits per thread per round
   const int sample = vectors * kPer;
   // Sample vector i is row vector i * step (32-bit arithmetic). All of them fly at once, by cp.async into
@@ -146,7 +148,7 @@ __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int 
     }
   }
   __syncthreads();
-  const int want = max(1, (target * sample + (end - begin) - 1) / (end - begin));
+  const int want = max(1, static_cast<int>((static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin)));
   const Threshold d = find_threshold<kCoarseBins>(sm.hist, want, false, sm);
   if (d.bin >= kCoarseBins) return In::kMinKey;  // too few in the sample: everything qualifies (and overflows)
   const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
@@ -169,7 +171,8 @@ __device__ void topk_split(const TopkParams& p) {
   using Tile = TopkTile<In>;
   using Scan = BlockScan<kTopkThreads>;
   __shared__ TopkSmem sm;
-  extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
+  extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors, then the selected columns (k, topk_split_smem_bytes)
+  int* const out = reinterpret_cast<int*>(topk_stages + kStages * kStageVectors);
 
   const int rank = kCluster > 1 ? static_cast<int>(cluster::rank()) : 0;
   const int r = blockIdx.x / kCluster;
@@ -186,11 +189,14 @@ __device__ void topk_split(const TopkParams& p) {
   const bool resident = vectors <= kStages * kStageVectors;
   // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
   // instead of two. The sample is taken first, while little else is live (registers: two CTAs per SM).
-  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns;
+  // Only up to k = kTopkCandidates / 2: the accepted window [k, kTopkCandidates] of the cutoff's count
+  // must leave room for the sample's error (at k = 4096 it would be one value and nearly every row missed).
+  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns &&
+                    k <= kTopkCandidates / 2;
   // Kept in shared memory until the first pass needs it (a register less across the loop).
   if (may_sample) {
     // Every thread writes the same value, so no barrier is needed before the reads.
-    sm.key_bounds[0] = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, topk_stages, sm);
+    sm.key_bounds[0] = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, topk_stages, kStages * kStageVectors, sm);
   }
   if (threadIdx.x == 0) sm.kth_key = ~0u;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
@@ -264,7 +270,7 @@ __device__ void topk_split(const TopkParams& p) {
     int parity = 0;
     const float above_at = bound_value<In>(bounds.above), candidate_at = bound_value<In>(bounds.candidate);
     for_each_tile([&](const Tile& t) {
-      select_tile(t, above_at, candidate_at, count_valid, k, parity, local, sm);
+      select_tile(t, above_at, candidate_at, count_valid, k, parity, local, out, sm);
       parity ^= 1;
     });
     if constexpr (kCluster == 1) {
@@ -383,8 +389,8 @@ __device__ void topk_split(const TopkParams& p) {
 
   if constexpr (kCluster > 1) {
     if (rank != 0) {
-      const unsigned int out = cluster::map(&sm.out[before.above], 0);
-      for (int i = threadIdx.x; i < local.above; i += kTopkThreads) cluster::store(out + 4u * i, sm.out[i]);
+      const unsigned int leader_out = cluster::map(&out[before.above], 0);
+      for (int i = threadIdx.x; i < local.above; i += kTopkThreads) cluster::store(leader_out + 4u * i, out[i]);
       const int kept = max(0, min(local.candidates, kTopkCandidates - before.candidates));
       const unsigned int index = cluster::map(&sm.candidate_index[min(before.candidates, kTopkCandidates)], 0);
       const unsigned int key = cluster::map(&sm.candidate_key[min(before.candidates, kTopkCandidates)], 0);
@@ -404,20 +410,20 @@ __device__ void topk_split(const TopkParams& p) {
     if (need == candidates) {
       unsigned int smallest = ~0u;
       for (int i = threadIdx.x; i < need; i += kTopkThreads) {
-        sm.out[above + i] = sm.candidate_index[i];
+        out[above + i] = sm.candidate_index[i];
         smallest = min(smallest, sm.candidate_key[i]);
       }
       if (sampled && smallest != ~0u) atomicMin(&sm.kth_key, smallest);
       __syncthreads();
     } else {
-      refine(candidates, need, above, bounds.candidate, bounds.above, sm);
+      refine(candidates, need, above, bounds.candidate, bounds.above, out, sm);
     }
   }
   __syncthreads();
   // A sampled row did not count its threshold bin: -1.
   const int report[kTopkReportInts] = {histogram_use, sampled ? In::selector_bin(sm.kth_key) : t.bin,
                                        sampled ? -1 : static_cast<int>(t.bin < kCoarseBins ? t.count : 0), row_passes};
-  write_output<In>(p, r, row, start, above, selected, sm, report);
+  write_output<In>(p, r, row, start, above, selected, out, report);
 }
 
 }  // namespace kernels

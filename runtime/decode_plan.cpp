@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <utility>
 
 #include "dcp_checks.hpp"
@@ -11,6 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_call.hpp"
+#include "plan_memory_checks.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
 
@@ -24,7 +26,7 @@ void check_config(const DecodePlanConfig& c) {
     throw ArgumentError(fmt::format("DecodePlan: config.{}: expected {}, got {}", field, expected, got));
   };
   if (c.max_batch < 1 || c.max_batch > 65535) fail("max_batch", "1..65535", c.max_batch);
-  if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
+  if (c.k < 1 || c.k > kMaxTopk) fail("k", fmt::format("1..{}", kMaxTopk), c.k);
   if (c.max_context < 1 || c.max_context > (std::int64_t{1} << 30)) fail("max_context", "1..2^30", c.max_context);
   if (c.kv != KvFormat::fp8 && c.kv != KvFormat::mxfp4) fail("kv", "fp8 or mxfp4", static_cast<int>(c.kv));
   check_dcp_layout("DecodePlan", "config.dcp", c.dcp);
@@ -42,22 +44,51 @@ void check_config(const DecodePlanConfig& c) {
   }
 }
 
+// The one buffer's layout: logits | histogram | top-k workspace, each 256-byte aligned.
+struct DecodePlanLayout {
+  std::int64_t width = 0;
+  std::size_t histogram_offset = 0, workspace_offset = 0, bytes = 0;
+};
+
+DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
+  DecodePlanLayout l;
+  // Under DCP the logits hold this rank's columns of the longest context.
+  l.width = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(c.max_context, c.dcp)), 64));
+  const std::size_t rows = static_cast<std::size_t>(c.max_batch) * c.next_n;
+  const std::size_t element = c.logits == LogitsDType::f32 ? 4 : 2;
+  l.histogram_offset = align_up(rows * l.width * element, 256);
+  l.workspace_offset = l.histogram_offset + align_up(c.histogram ? rows * kCoarseBins * 4 : 0, 256);
+  l.bytes = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  return l;
+}
+
 }  // namespace
 
-DecodePlan::DecodePlan(const DecodePlanConfig& config) : config_(config) {
+std::size_t DecodePlan::required_bytes(const DecodePlanConfig& config) {
+  check_config(config);
+  return decode_plan_layout(config).bytes;
+}
+
+DecodePlan::DecodePlan(const DecodePlanConfig& config) : DecodePlan(config, PlanMemory{}) {}
+
+DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : config_(config) {
   check_config(config_);
-  // Under DCP the logits hold this rank's columns of the longest context.
-  width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(config_.max_context, config_.dcp)), 64));
-  const std::size_t rows = static_cast<std::size_t>(config_.max_batch) * config_.next_n;
-  const std::size_t element = config_.logits == LogitsDType::f32 ? 4 : 2;
+  const DecodePlanLayout layout = decode_plan_layout(config_);
+  width_ = layout.width;
   logits_offset_ = 0;
-  histogram_offset_ = align_up(rows * width_ * element, 256);
-  workspace_offset_ = histogram_offset_ + align_up(config_.histogram ? rows * kCoarseBins * 4 : 0, 256);
-  bytes_ = workspace_offset_ + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  histogram_offset_ = layout.histogram_offset;
+  workspace_offset_ = layout.workspace_offset;
+  bytes_ = layout.bytes;
+  if (memory.data != nullptr) check_plan_memory("DecodePlan", memory, bytes_);
   current_context("DecodePlan");  // a clear error without a current context
-  CUdeviceptr memory = 0;
-  FI_CU(cuMemAlloc, fmt::format("DecodePlan workspace of {} bytes", bytes_), &memory, bytes_);
-  memory_ = memory;
+  if (memory.data != nullptr) {
+    memory_ = reinterpret_cast<std::uintptr_t>(memory.data);
+    owns_memory_ = false;
+  } else {
+    CUdeviceptr allocated = 0;
+    FI_CU(cuMemAlloc, fmt::format("DecodePlan workspace of {} bytes", bytes_), &allocated, bytes_);
+    memory_ = allocated;
+  }
   try {
     PagedMqaLogitsConfig logits{config_.next_n,    config_.heads,  config_.head_dim,     64,
                                 config_.histogram, config_.logits, current_device_arch()};
@@ -86,6 +117,7 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     width_ = other.width_;
     bytes_ = other.bytes_;
     memory_ = std::exchange(other.memory_, 0);
+    owns_memory_ = other.owns_memory_;
     logits_offset_ = other.logits_offset_;
     histogram_offset_ = other.histogram_offset_;
     workspace_offset_ = other.workspace_offset_;
@@ -94,7 +126,7 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
 }
 
 void DecodePlan::release() noexcept {
-  if (memory_ != 0 && driver::available()) driver::api().cuMemFree(static_cast<CUdeviceptr>(memory_));
+  if (memory_ != 0 && owns_memory_ && driver::available()) driver::api().cuMemFree(static_cast<CUdeviceptr>(memory_));
   memory_ = 0;
 }
 

@@ -87,7 +87,7 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
 }
 
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream, void** args,
-                   bool programmatic) {
+                   bool programmatic, int smem_bytes) {
   CUlaunchConfig config{};
   config.gridDimX = grid_x;
   config.gridDimY = grid_y;
@@ -95,7 +95,7 @@ void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y,
   config.blockDimX = kernel.threads;
   config.blockDimY = 1;
   config.blockDimZ = 1;
-  config.sharedMemBytes = kernel.smem_bytes;
+  config.sharedMemBytes = smem_bytes >= 0 ? static_cast<unsigned>(smem_bytes) : kernel.smem_bytes;
   config.hStream = stream;
   CUlaunchAttribute attribute{};
   if (programmatic && kernel.arch.major >= 9) {

@@ -112,10 +112,18 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   ek.dtype({DType::i32}).rank({1}).dim(0, tokens, "T = q.shape[0]").contiguous().not_null().aligned(4);
 
   TensorChecks oc(op, "logits", logits);
-  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).dim(0, tokens, "T = q.shape[0]").dim(1, keys, "N = kv.shape[0]");
+  oc.dtype({DType::f32, DType::f16, DType::bf16}).rank({2}).dim(0, tokens, "T = q.shape[0]");
+  if (!options.compressed) oc.dim(1, keys, "N = kv.shape[0]");
   oc.stride(1, 1).not_null().aligned(16);
-  if (tokens > 1 && logits.strides[0] < keys)
-    oc.fail(fmt::format("a row stride >= N = {}", keys), std::to_string(logits.strides[0]));
+  const std::int64_t width = options.compressed ? logits.shape[1] : keys;
+  if (width < 0 || width > INT_MAX) oc.fail("a width W = logits.shape[1] in 0..2^31-1", std::to_string(width));
+  if (tokens > 1 && logits.strides[0] < width)
+    oc.fail(fmt::format("a row stride >= {} = {}", options.compressed ? "W" : "N", width), std::to_string(logits.strides[0]));
+  if (options.compressed && options.fill_masked)
+    throw ArgumentError(
+        fmt::format("{}: options.fill_masked: expected false with options.compressed (a compressed row's columns past its window "
+                    "belong to no key)",
+                    op));
   l.config.logits = logits_dtype_of(logits.dtype);
 
   const TensorView& histogram = options.histogram;
@@ -141,10 +149,12 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
   p.logits = logits.data;
   p.histogram = static_cast<int*>(histogram.data);
   p.kv_stride = kv_stride;
-  p.logits_stride = tokens > 1 ? logits.strides[0] : keys;
+  p.logits_stride = tokens > 1 ? logits.strides[0] : width;
   p.tokens = static_cast<int>(tokens);
   p.keys = static_cast<int>(keys);
   p.fill_masked = options.fill_masked;
+  p.compressed = options.compressed;
+  p.width = static_cast<int>(width);
   if (options.variant != MqaLogitsVariant::automatic && options.variant != MqaLogitsVariant::portable &&
       options.variant != MqaLogitsVariant::sm90)
     throw ArgumentError(

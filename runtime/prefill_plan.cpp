@@ -5,12 +5,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "mqa_logits_call.hpp"
+#include "plan_memory_checks.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
 
@@ -29,7 +31,7 @@ void check_config(const PrefillPlanConfig& c) {
   } catch (const Error& e) {
     throw ArgumentError(fmt::format("PrefillPlan: {}", e.what()));
   }
-  if (c.k < 1 || c.k > kMaxTopk) fail("k", "1..2048", c.k);
+  if (c.k < 1 || c.k > kMaxTopk) fail("k", fmt::format("1..{}", kMaxTopk), c.k);
   if (c.max_tokens < 1 || c.max_tokens > kMqaMaxTokens) fail("max_tokens", fmt::format("1..{}", kMqaMaxTokens), c.max_tokens);
   if (c.max_keys < 1 || c.max_keys > (std::int64_t{1} << 30)) fail("max_keys", "1..2^30", c.max_keys);
   // One unpadded row is enough: the rows' stride is max_keys rounded up to 64 logits, but no kernel touches a
@@ -45,22 +47,51 @@ std::size_t logits_elements(std::int64_t tokens, std::int64_t width, std::int64_
   return static_cast<std::size_t>((tokens - 1) * width + max_keys);
 }
 
+// The one buffer's layout: the chunk's logits | top-k workspace, 256-byte aligned.
+struct PrefillPlanLayout {
+  std::int64_t width = 0, chunk_tokens = 0;
+  std::size_t workspace_offset = 0, bytes = 0;
+};
+
+PrefillPlanLayout prefill_plan_layout(const PrefillPlanConfig& c) {
+  PrefillPlanLayout l;
+  l.width = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(c.max_keys), 64));
+  // The most rows whose logits_elements fit logits_bytes (at least 1: check_config).
+  const std::size_t elements = c.logits_bytes / logit_bytes(c.logits);
+  l.chunk_tokens = std::min<std::int64_t>(
+      c.max_tokens,
+      1 + static_cast<std::int64_t>((elements - static_cast<std::size_t>(c.max_keys)) / static_cast<std::size_t>(l.width)));
+  l.workspace_offset = align_up(logits_elements(l.chunk_tokens, l.width, c.max_keys) * logit_bytes(c.logits), 256);
+  l.bytes = l.workspace_offset + align_up(topk_workspace_bytes(l.chunk_tokens), 256);
+  return l;
+}
+
 }  // namespace
 
-PrefillPlan::PrefillPlan(const PrefillPlanConfig& config) : config_(config) {
+std::size_t PrefillPlan::required_bytes(const PrefillPlanConfig& config) {
+  check_config(config);
+  return prefill_plan_layout(config).bytes;
+}
+
+PrefillPlan::PrefillPlan(const PrefillPlanConfig& config) : PrefillPlan(config, PlanMemory{}) {}
+
+PrefillPlan::PrefillPlan(const PrefillPlanConfig& config, PlanMemory memory) : config_(config) {
   check_config(config_);
-  width_ = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(config_.max_keys), 64));
-  // The most rows whose logits_elements fit logits_bytes (at least 1: check_config).
-  const std::size_t elements = config_.logits_bytes / logit_bytes(config_.logits);
-  chunk_tokens_ = std::min<std::int64_t>(
-      config_.max_tokens,
-      1 + static_cast<std::int64_t>((elements - static_cast<std::size_t>(config_.max_keys)) / static_cast<std::size_t>(width_)));
-  workspace_offset_ = align_up(logits_elements(chunk_tokens_, width_, config_.max_keys) * logit_bytes(config_.logits), 256);
-  bytes_ = workspace_offset_ + align_up(topk_workspace_bytes(chunk_tokens_), 256);
+  const PrefillPlanLayout layout = prefill_plan_layout(config_);
+  width_ = layout.width;
+  chunk_tokens_ = layout.chunk_tokens;
+  workspace_offset_ = layout.workspace_offset;
+  bytes_ = layout.bytes;
+  if (memory.data != nullptr) check_plan_memory("PrefillPlan", memory, bytes_);
   current_context("PrefillPlan");  // a clear error without a current context
-  CUdeviceptr memory = 0;
-  FI_CU(cuMemAlloc, fmt::format("PrefillPlan workspace of {} bytes", bytes_), &memory, bytes_);
-  memory_ = memory;
+  if (memory.data != nullptr) {
+    memory_ = reinterpret_cast<std::uintptr_t>(memory.data);
+    owns_memory_ = false;
+  } else {
+    CUdeviceptr allocated = 0;
+    FI_CU(cuMemAlloc, fmt::format("PrefillPlan workspace of {} bytes", bytes_), &allocated, bytes_);
+    memory_ = allocated;
+  }
   try {
     warm_mqa_logits({config_.heads, config_.head_dim, false, config_.logits, current_device_arch()});
     warm_topk(config_.logits);
@@ -83,12 +114,13 @@ PrefillPlan& PrefillPlan::operator=(PrefillPlan&& other) noexcept {
     bytes_ = other.bytes_;
     workspace_offset_ = other.workspace_offset_;
     memory_ = std::exchange(other.memory_, 0);
+    owns_memory_ = other.owns_memory_;
   }
   return *this;
 }
 
 void PrefillPlan::release() noexcept {
-  if (memory_ != 0 && driver::available()) driver::api().cuMemFree(static_cast<CUdeviceptr>(memory_));
+  if (memory_ != 0 && owns_memory_ && driver::available()) driver::api().cuMemFree(static_cast<CUdeviceptr>(memory_));
   memory_ = 0;
 }
 

@@ -138,6 +138,8 @@ int automatic_topk_split(std::int64_t rows, std::int64_t width, int multiprocess
 // form is measured (H200).
 static int topk_stages(const Arch& arch) { return has_large_smem(arch) ? 4 : 2; }
 
+unsigned topk_split_kernel_smem_bytes(const Arch& arch, int k) { return kernels::topk_split_smem_bytes(topk_stages(arch), k); }
+
 // The wide resident selector: 1024 threads, 8 stages (128 KiB), one CTA per SM.
 constexpr int kTopkWideThreads = 1024;
 constexpr int kTopkWideStages = 8;
@@ -291,7 +293,10 @@ KernelSpec topk_kernel_spec(const TopkConfig& c) {
   spec.entry = kernel_entry_name(spec.key);
   spec.threads = c.wide ? kTopkWideThreads : kernels::kTopkThreads;
   const int stages = c.wide ? kTopkWideStages : topk_stages(c.arch);
-  spec.smem_bytes = static_cast<unsigned>(stages * kernels::kTopkStageBytes);  // the staging ring
+  // The staging ring; the split selector's also its selected columns, for the largest k (a call passes its
+  // own k's size, topk_split_kernel_smem_bytes).
+  spec.smem_bytes = c.resident ? static_cast<unsigned>(stages * kernels::kTopkStageBytes)
+                               : kernels::topk_split_smem_bytes(stages, kernels::kMaxTopk);
   // The resident selector takes its thread count as a template argument; the streaming one is 512 only.
   spec.source = fmt::format(
       "// {key}\n"

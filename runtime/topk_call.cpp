@@ -188,6 +188,7 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
                       ? &one_cta
                       : &loaded_kernel(op, {call.logits, Arch{}, c.split, c.resident, c.wide, c.registers, c.filter}, stream);
   launch.params = call.params;
+  if (!c.on_chip() && !c.filter) launch.smem_bytes = static_cast<int>(topk_split_kernel_smem_bytes(device.arch, call.params.k));
   launch.grid = static_cast<unsigned>(call.params.rows) * static_cast<unsigned>(c.split);
   launch.on_chip = c.on_chip();
   launch.pdl = call.pdl;
@@ -197,7 +198,7 @@ TopkLaunch prepare_topk(std::string_view op, const TopkCall& call, CUstream stre
 void enqueue(const TopkLaunch& launch, CUstream stream) {
   kernels::TopkParams params = launch.params;
   void* args[] = {&params};
-  launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args, launch.pdl);
+  launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args, launch.pdl, launch.smem_bytes);
 }
 
 void topk(const TensorView& logits, const TensorView& lengths, const TensorView& indices, const TensorView& workspace,

@@ -27,6 +27,7 @@ struct TopkLaunch {
   const LoadedKernel* kernel = nullptr;
   kernels::TopkParams params{};
   unsigned grid = 0;  // rows * split CTAs
+  int smem_bytes = -1;  // the split selector's dynamic shared memory for this k (topk_split_smem_bytes); -1: the kernel's
   bool pdl = false;      // a programmatic dependent launch (launch_kernel)
   bool on_chip = false;  // the register or resident selector, which counts its rows itself (a given histogram is not read)
 };

@@ -11,6 +11,9 @@ KernelSpec topk_kernel_spec(const TopkConfig& config);
 std::int64_t topk_resident_columns(LogitsDType logits, const Arch& arch, bool wide);
 // Logits per row the register selector holds (one CTA); `wide`: its 1024-thread form.
 std::int64_t topk_register_columns(LogitsDType logits, bool wide);
+// The split selector's dynamic shared memory for a call with this k on `arch` (its kernel is loaded
+// with the size for k = kMaxTopk).
+unsigned topk_split_kernel_smem_bytes(const Arch& arch, int k);
 
 // Which selector topk() launches for `rows` rows of `width` logits with options.split = `requested_split`:
 // 0 starts from automatic_topk_split() and may grow; a forced split stays.

@@ -10,7 +10,7 @@
 
 namespace flash_indexer {
 
-static_assert(kernels::kTopkMergeMaxCandidates >= 16 * kernels::kMaxTopk, "16 ranks of k = 2048");
+static_assert(kernels::kTopkMergeMaxCandidates >= 16 * kernels::kMaxTopk, "16 ranks of k = kMaxTopk");
 
 std::string TopkMergeConfig::key() const { return fmt::format("topk_merge.in-{}.{}", logits_name(values), arch.name()); }
 

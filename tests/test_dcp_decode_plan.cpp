@@ -27,8 +27,9 @@ TEST_CASE("DcpDecodePlan rejects a configuration without DCP, a null communicato
   CHECK_THROWS_WITH(DcpDecodePlan(c, comm), test::Contains("DcpDecodePlan: config.dcp.ranks: expected 2 or more"));
   c.dcp = {2, 0, 64};
   CHECK_THROWS_WITH(DcpDecodePlan(c, nullptr), test::Contains("DcpDecodePlan: comm: expected an NCCL communicator, got null"));
-  c.dcp = {17, 3, 1};  // 17 * 2048 candidates per row
-  CHECK_THROWS_WITH(DcpDecodePlan(c, comm), test::Contains("config.k: expected config.dcp.ranks * k <= 32768"));
+  c.k = 4096;
+  c.dcp = {17, 3, 1};  // 17 * 4096 candidates per row
+  CHECK_THROWS_WITH(DcpDecodePlan(c, comm), test::Contains("config.k: expected config.dcp.ranks * k <= 65536"));
 }
 
 TEST_CASE("the NCCL loader names the library it could not load and how to point at another", "[dcp]") {

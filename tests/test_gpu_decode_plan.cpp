@@ -4,8 +4,10 @@
 // block tables; and with programmatic dependent launches (pdl), whose kernels must still read and write
 // in stream order.
 #include "catch_compat.hpp"
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "driver.hpp"
@@ -57,11 +59,19 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       {3, 3, 16, 64, 7, LogitsDType::f16, 5000, true, false, true},
       {3, 3, 32, 128, 2048, LogitsDType::f16, 30000, true, true, true, KvFormat::mxfp4},
       {2, 1, 64, 128, 512, LogitsDType::f32, 9000, false, false, false, KvFormat::mxfp4},
+      {3, 2, 64, 128, 4096, LogitsDType::f16, 30000, true, false, false},
   };
   for (const bool pdl : {false, true})
     for (DecodePlanConfig pc : configs) {
       pc.pdl = pdl;
-      DecodePlan plan(pc);
+      // With pdl, the plan works in the caller's memory (PlanMemory), which must still be the caller's
+      // after the plan is gone (checked at the end of the iteration).
+      ck::DeviceBuffer caller(DecodePlan::required_bytes(pc));
+      std::optional<DecodePlan> held;
+      held.emplace(pdl ? DecodePlan(pc, PlanMemory{caller.data(), caller.bytes()}) : DecodePlan(pc));
+      const DecodePlan& plan = *held;
+      CHECK(plan.workspace_bytes() == DecodePlan::required_bytes(pc));
+      if (pdl) CHECK(plan.logits(1).data == caller.data());
       for (int batch : {pc.max_batch, 1}) {
         std::vector<int> lengths;
         for (int b = 0; b < batch; ++b) lengths.push_back(b == 1 ? 0 : static_cast<int>(rng() % pc.max_context) + 1);
@@ -95,6 +105,9 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
           for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0));
         }
       }
+      held.reset();
+      caller.fill(0x5a);  // fails (CUDA_ERROR_INVALID_VALUE) where the plan freed the caller's memory
+      CHECK(caller.to_host<std::uint8_t>(1)[0] == 0x5a);
     }
 }
 
@@ -216,7 +229,7 @@ TEST_CASE("gpu: programmatic launches of paged_mqa_logits and topk keep stream o
 
 TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[plan]") {
   CHECK_THROWS_WITH(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.max_batch"));
-  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4096, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.k"));
+  CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 4097, LogitsDType::f16, 1000}), flash_indexer::test::Contains("config.k"));
   CHECK_THROWS_WITH(DecodePlan({1, 9, 64, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("next_n in 1..8"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 48, 128, 2048, LogitsDType::f16, 1000}), flash_indexer::test::Contains("heads"));
   DecodePlanConfig dcp{1, 1, 64, 128, 2048, LogitsDType::f16, 1000};
@@ -225,4 +238,16 @@ TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[pla
   dcp.dcp = {2, 1, 64};
   dcp.physical_slots = true;
   CHECK_THROWS_WITH(DecodePlan(dcp), flash_indexer::test::Contains("config.physical_slots: expected false with config.dcp"));
+  // The caller's memory is checked before any CUDA call: 256-byte aligned, at least required_bytes.
+  const DecodePlanConfig ok{2, 1, 64, 128, 2048, LogitsDType::f16, 1000};
+  const std::size_t need = DecodePlan::required_bytes(ok);
+  CHECK(need % 256 == 0);
+  CHECK(DecodePlan::required_bytes({4, 1, 64, 128, 2048, LogitsDType::f16, 1000}) > need);
+  CHECK_THROWS_WITH(DecodePlan::required_bytes({1, 1, 64, 128, 0, LogitsDType::f16, 1000}),
+                    flash_indexer::test::Contains("config.k"));
+  CHECK_THROWS_WITH(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100080), need}),
+                    flash_indexer::test::Contains("DecodePlan: memory.data: expected a 256-byte aligned device address"));
+  CHECK_THROWS_WITH(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100000), need - 256}),
+                    flash_indexer::test::Contains(fmt::format("DecodePlan: memory.bytes: expected at least {}", need)));
+  CHECK_THROWS_AS(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100000), need - 256}), ArgumentError);
 }

@@ -72,7 +72,7 @@ void run_configuration(LogitsDType dtype, int k, bool histogram, bool sorted) {
 
 const bool registered = [] {
   for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-    for (int k : {1, 7, 512, 1024, 2048})
+    for (int k : {1, 7, 512, 1024, 2048, 3000, 4096})
       for (bool histogram : {false, true})
         for (bool sorted : {false, true})
           test::register_test(fmt::format("gpu topk in-{} k{} hist{} {}", logits_name(dtype), k, histogram ? 1 : 0,
@@ -92,7 +92,7 @@ TEST_CASE("gpu: top-k of FP32 rows on one CTA (the register selector) at its wid
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
   for (std::int64_t width : {8192, 16384, 3001}) {
-    for (int k : {1, 7, 512, 2048}) {
+    for (int k : {1, 7, 512, 2048, 4096}) {
       for (bool windows : {false, true}) {
         ck::TopkCase c;
         c.dtype = LogitsDType::f32;
@@ -137,7 +137,7 @@ TEST_CASE("gpu: top-k over long rows gives the same exact bytes with every split
       for (bool aligned : {true, false}) {
         ck::TopkCase c;
         c.dtype = dtype;
-        c.k = 2048;
+        c.k = aligned ? 2048 : 4096;
         c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
         c.rows = {{ck::RowKind::relu, 131072},
                   {ck::RowKind::normal, 262144},
@@ -165,7 +165,7 @@ TEST_CASE("gpu: top-k over sampled rows whose last segment is shorter, in cluste
   for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
     ck::TopkCase c;
     c.dtype = dtype;
-    c.k = 2048;
+    c.k = dtype == LogitsDType::f32 ? 2048 : 4096;
     c.rows = {{ck::RowKind::normal, 262148}, {ck::RowKind::relu, 262148}, {ck::RowKind::heavy_tailed, 262148}};
     c.width = 262148;
     c.splits = {4};
@@ -182,16 +182,36 @@ TEST_CASE("gpu: top-k over rows longer than the filter selector holds per CTA", 
   std::mt19937_64 rng(test::fresh_seed());
   for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
     for (bool histogram : {false, true}) {
-      ck::TopkCase c;
-      c.dtype = dtype;
-      c.k = 2048;
-      c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
-      c.rows = {{ck::RowKind::relu, 300000}, {ck::RowKind::normal, 262144 + 7}, {ck::RowKind::heavy_tailed, 100000}};
-      c.splits = {1};
-      c.seed = rng();
-      INFO(ck::describe(c));
-      require_pass(ck::run_topk_case(test::gpu_session(), c));
+      for (int k : {2048, 4096}) {  // 4096: the selected columns past the 2048 of two CTAs per SM
+        ck::TopkCase c;
+        c.dtype = dtype;
+        c.k = k;
+        c.histogram = histogram ? ck::HistogramMode::exact : ck::HistogramMode::none;
+        c.rows = {{ck::RowKind::relu, 300000}, {ck::RowKind::normal, 262144 + 7}, {ck::RowKind::heavy_tailed, 100000}};
+        c.splits = {1};
+        c.seed = rng();
+        INFO(ck::describe(c));
+        require_pass(ck::run_topk_case(test::gpu_session(), c));
+      }
     }
+  }
+}
+
+// The wide resident form holds 64K FP16 logits per CTA: a row of 65536 equal ones ties in every column, a
+// count past 16 bits in the output scan.
+TEST_CASE("gpu: top-k of FP16 rows of 65536 equal logits on one wide CTA", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (int k : {2048, 4096}) {
+    ck::TopkCase c;
+    c.dtype = LogitsDType::f16;
+    c.k = k;
+    c.rows = {{ck::RowKind::all_equal, 65536}, {ck::RowKind::all_equal, 65535}, {ck::RowKind::normal, 65536}};
+    c.width = 65536;
+    c.splits = {1};
+    c.seed = rng();
+    INFO(ck::describe(c));
+    require_pass(ck::run_topk_case(test::gpu_session(), c));
   }
 }
 

@@ -66,8 +66,9 @@ TEST_CASE("gpu: topk_merge equals reference::topk_merge on adversarial candidate
   struct Shape {
     int lists, rows, k_in, k;
   };
-  const Shape shapes[] = {{1, 3, 5, 3},      {2, 5, 64, 64},      {2, 4, 2048, 2048}, {4, 33, 7, 16},
-                          {8, 6, 300, 2048}, {16, 2, 2048, 2048}, {3, 9, 100, 1},     {5, 1, 1, 7}};
+  const Shape shapes[] = {{1, 3, 5, 3},       {2, 5, 64, 64},      {2, 4, 2048, 2048}, {4, 33, 7, 16},
+                          {8, 6, 300, 2048},  {16, 2, 2048, 2048}, {3, 9, 100, 1},     {5, 1, 1, 7},
+                          {2, 4, 4096, 4096}, {16, 2, 4096, 4096}, {4, 3, 1000, 3000}};
   for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
     for (const Shape& s : shapes) {
       INFO("values " << static_cast<int>(dtype) << " D " << s.lists << " rows " << s.rows << " k_in " << s.k_in << " k " << s.k);
@@ -125,7 +126,7 @@ TEST_CASE("gpu: DCP top-k (each rank's shard selected, then merged) equals topk 
   for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16})
     for (const int ranks : {2, 4})
       for (const int interleave : {1, 64})
-        for (const int k : {64, 2048}) {
+        for (const int k : {64, 2048, 4096}) {
           INFO("dtype " << static_cast<int>(dtype) << " D " << ranks << " I " << interleave << " k " << k);
           // Whole rows: global lengths 0, below D * I, around k, and long.
           const std::vector<std::int64_t> lengths = {0, 1, ranks * interleave - 1, k - 1, k + 1, 3 * k + 17, 40000, 65536};

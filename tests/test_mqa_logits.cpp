@@ -85,6 +85,15 @@ TEST_CASE("mqa_logits accepts valid arguments up to the driver, and an empty cal
   Args n;
   n.kv.shape[0] = n.scales.shape[0] = n.logits.shape[1] = 0;
   CHECK_NOTHROW(n.call());
+  if (!driver::available()) {  // the compressed form: any width W of logits, here narrower and wider than N
+    for (std::int64_t width : {333, 900}) {
+      Args c;
+      c.options.compressed = true;
+      c.logits.shape[1] = width;
+      c.logits.strides[0] = width;
+      CHECK_THROWS_WITH(c.call(), Contains("libcuda.so.1"));
+    }
+  }
 }
 
 TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") {
@@ -106,6 +115,19 @@ TEST_CASE("mqa_logits rejects bad arguments, naming them", "[mqa][validation]") 
   expect_error([](Args& a) { a.logits.shape[1] = 640; }, "logits: expected shape[1] = 700 (N = kv.shape[0])");
   expect_error([](Args& a) { a.logits.strides[0] = 600; }, "logits: expected a row stride >= N = 700, got 600");
   expect_error([](Args& a) { a.logits.dtype = DType::i32; }, "logits: expected dtype");
+  expect_error(
+      [](Args& a) {
+        a.options.compressed = true;
+        a.logits.shape[1] = 333;
+        a.logits.strides[0] = 300;
+      },
+      "logits: expected a row stride >= W = 333, got 300");
+  expect_error(
+      [](Args& a) {
+        a.options.compressed = true;
+        a.options.fill_masked = true;
+      },
+      "options.fill_masked: expected false with options.compressed");
   expect_error([](Args& a) { a.options.histogram = TensorView::contiguous(fake(0x60000), DType::i32, {37, 512}); },
                "histogram: expected shape[1] = 1024 (coarse bins)");
 }
@@ -114,12 +136,13 @@ namespace {
 
 // T and N not multiples of the tiles; the larger N spans several key splits of the sm90 kernel.
 void check_against_reference(const MqaLogitsConfig& c, bool fill_masked, std::uint64_t seed, int T = 37, int N = 700,
-                             int scales_misalignment = 0) {
+                             int scales_misalignment = 0, int compressed_width = 0) {
   ck::PrefillCase pc;
   pc.config = c;
   pc.tokens = T;
   pc.keys = N;
   pc.fill_masked = fill_masked;
+  pc.compressed_width = compressed_width;
   pc.seed = seed;
   pc.scales_misalignment = scales_misalignment;
   INFO(ck::describe(pc));
@@ -137,6 +160,8 @@ const bool registered = [] {
       check_against_reference(c, true, test::fresh_seed());
       if (c.variant == MqaLogitsVariant::sm90) check_against_reference(c, c.histogram, test::fresh_seed(), 9, 9000);
       for (int misalignment : {4, 8, 12}) check_against_reference(c, c.histogram, test::fresh_seed(), 37, 700, misalignment);
+      // DeepGEMM's compressed rows: as wide as the longest possible window, and narrower (windows truncated).
+      for (int width : {700, 333}) check_against_reference(c, false, test::fresh_seed(), 37, 700, 0, width);
     });
   }
   return true;

@@ -27,12 +27,19 @@ TEST_CASE("PrefillPlan names a bad configuration field", "[prefill][cpu]") {
     CHECK_THROWS_WITH(PrefillPlan(c), Contains("PrefillPlan: ") && Contains(text));
     CHECK_THROWS_AS(PrefillPlan(c), ArgumentError);
   };
-  expect([](PrefillPlanConfig& c) { c.k = 0; }, "config.k: expected 1..2048, got 0");
+  expect([](PrefillPlanConfig& c) { c.k = 0; }, "config.k: expected 1..4096, got 0");
   expect([](PrefillPlanConfig& c) { c.max_tokens = 0; }, "config.max_tokens: expected 1..524280, got 0");
   expect([](PrefillPlanConfig& c) { c.max_keys = 0; }, "config.max_keys: expected 1..2^30, got 0");
   expect([](PrefillPlanConfig& c) { c.heads = 48; }, "heads in {16, 32, 64}, got 48");
   expect([](PrefillPlanConfig& c) { c.logits_bytes = 1000; },
          "config.logits_bytes: expected at least one row of max_keys logits (262144 bytes), got 1000");
+  // The caller's memory is checked before any CUDA call.
+  const std::size_t need = PrefillPlan::required_bytes(PrefillPlanConfig{});
+  CHECK(need % 256 == 0);
+  CHECK_THROWS_WITH(PrefillPlan(PrefillPlanConfig{}, PlanMemory{reinterpret_cast<void*>(0x100010), need}),
+                    Contains("PrefillPlan: memory.data: expected a 256-byte aligned device address"));
+  CHECK_THROWS_WITH(PrefillPlan(PrefillPlanConfig{}, PlanMemory{reinterpret_cast<void*>(0x100000), need - 1}),
+                    Contains(fmt::format("PrefillPlan: memory.bytes: expected at least {}", need)));
   // A valid configuration passes every field check (without a GPU the driver is what fails next).
   try {
     const PrefillPlan plan(PrefillPlanConfig{});

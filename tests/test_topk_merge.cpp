@@ -52,8 +52,8 @@ TEST_CASE("topk_merge rejects bad arguments before any driver call, naming them"
   a.values.strides[2] = 2;
   require_rejected(a, "values: expected a contiguous tensor");
   a = {};
-  a.values = TensorView::contiguous(fake(0x10000), DType::f32, {17, a.rows, 2048});
-  a.positions = TensorView::contiguous(fake(0x20000), DType::i32, {17, a.rows, 2048});
+  a.values = TensorView::contiguous(fake(0x10000), DType::f32, {17, a.rows, 4096});
+  a.positions = TensorView::contiguous(fake(0x20000), DType::i32, {17, a.rows, 4096});
   require_rejected(a, "values: expected D * k_in");
   a = {};
   a.positions.dtype = DType::f32;
@@ -68,11 +68,11 @@ TEST_CASE("topk_merge rejects bad arguments before any driver call, naming them"
   a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {a.rows + 1, a.k});
   require_rejected(a, "indices: expected shape[0] = 5 (rows");
   a = {};
-  a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {a.rows, 4096});
-  require_rejected(a, "indices: expected k = indices.shape[1] in 1..2048");
+  a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {a.rows, 4097});
+  require_rejected(a, "indices: expected k = indices.shape[1] in 1..4096");
   a = {};
   a.indices = TensorView::contiguous(fake(0x30000), DType::i32, {a.rows, 0});
-  require_rejected(a, "indices: expected k = indices.shape[1] in 1..2048");
+  require_rejected(a, "indices: expected k = indices.shape[1] in 1..4096");
   a = {};
   a.values.data = nullptr;
   require_rejected(a, "values: expected");

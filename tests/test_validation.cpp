@@ -261,10 +261,10 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
       "lengths: expected [B] with B * next_n (2) = rows = 6, got [4]");
   expect_topk_error([](TopkArgs& a) { a.options.next_n = -1; }, "options.next_n: expected 0 (per-row lengths) or 1..64, got -1");
   expect_topk_error([](TopkArgs& a) { a.lengths.dtype = DType::f32; }, "lengths: expected dtype int32, got float32");
-  expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 2049}); },
-                    "indices: expected k = indices.shape[1] in 1..2048, got 2049");
+  expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 4097}); },
+                    "indices: expected k = indices.shape[1] in 1..4096, got 4097");
   expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {6, 0}); },
-                    "indices: expected k = indices.shape[1] in 1..2048, got 0");
+                    "indices: expected k = indices.shape[1] in 1..4096, got 0");
   expect_topk_error([](TopkArgs& a) { a.indices = TensorView::contiguous(a.indices.data, DType::i32, {5, 512}); },
                     "indices: expected shape[0] = 6 (rows), got 5");
   expect_topk_error([](TopkArgs& a) { a.indices.strides[0] = 1024; }, "indices: expected a contiguous tensor");

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/plan_memory.hpp"
 #include "flash_indexer/topk.hpp"
 
 namespace flash_indexer {
@@ -18,7 +19,7 @@ struct DecodePlanConfig {
   int next_n = 1;                 // 1..8
   int heads = 64;                 // 16, 32, 64
   int head_dim = 128;             // 64, 128
-  int k = 2048;                   // 1..2048
+  int k = 2048;                   // 1..4096
   LogitsDType logits = LogitsDType::f16;
   std::int64_t max_context = 131072;  // the longest context a request may have (the logits width)
   bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
@@ -45,6 +46,10 @@ class DecodePlan {
   // Validates the configuration, allocates the workspace in the current CUDA context and loads every
   // kernel run() launches (so run() can be captured right away).
   explicit DecodePlan(const DecodePlanConfig& config);
+  // The same in the caller's `memory` (plan_memory.hpp) of at least required_bytes(config): nothing allocated.
+  DecodePlan(const DecodePlanConfig& config, PlanMemory memory);
+  // The device memory a plan of this configuration works in (validates the configuration).
+  static std::size_t required_bytes(const DecodePlanConfig& config);
   ~DecodePlan();
   DecodePlan(DecodePlan&& other) noexcept;
   DecodePlan& operator=(DecodePlan&& other) noexcept;
@@ -64,7 +69,7 @@ class DecodePlan {
 
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer
-  std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan holds
+  std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan works in (required_bytes)
   // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests
   // (the histogram only where the run used it).
   TensorView logits(std::int64_t batch) const;
@@ -77,7 +82,8 @@ class DecodePlan {
   DecodePlanConfig config_;
   std::int64_t width_ = 0;
   std::size_t bytes_ = 0;
-  unsigned long long memory_ = 0;  // one allocation: logits | histogram | top-k workspace
+  unsigned long long memory_ = 0;  // one buffer: logits | histogram | top-k workspace
+  bool owns_memory_ = true;        // allocated here (freed by release), else the caller's PlanMemory
   std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
 };
 

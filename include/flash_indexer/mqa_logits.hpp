@@ -44,6 +44,11 @@ std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch);
 struct MqaLogitsOptions {
   // Write -inf into every column outside a token's window (else those columns are left as they are).
   bool fill_masked = false;
+  // DeepGEMM's compressed logits (its max_seqlen_k > 0): logits [T, W], W = logits.shape[1] (any width,
+  // e.g. the longest window), row t's column c the logit of key start_t + c, start_t = ks[t] clamped to
+  // [0, N]. A window's keys past start_t + W are not stored (nor counted in the histogram); the columns
+  // past a window are left as they are, so fill_masked must be false.
+  bool compressed = false;
   // int32 [T, 1024], contiguous: the coarse-bin counts (contract §3) of each row's window, as stored, are
   // added to it (the caller zeroes it first).
   TensorView histogram{};
@@ -60,7 +65,8 @@ struct MqaLogitsOptions {
 //   weights    float32 [T, H], contiguous
 //   ks, ke     int32 [T], contiguous: token t's window [ks[t], ke[t]), clamped to [0, N]; empty when
 //              ke[t] <= ks[t]. Windows may overlap, be causal or arbitrary.
-//   logits     float32 / float16 / bfloat16 [T, N], inner stride 1, row stride >= N, 16-byte aligned
+//   logits     float32 / float16 / bfloat16 [T, N] ([T, W] with options.compressed), inner stride 1, row
+//              stride >= its width, 16-byte aligned
 //
 // Launches on `stream` (which must belong to the current CUDA context) without allocating, copying or
 // synchronizing; the first call for a configuration compiles (or loads from the disk cache) and must

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "flash_indexer/mqa_logits.hpp"
+#include "flash_indexer/plan_memory.hpp"
 #include "flash_indexer/topk.hpp"
 
 namespace flash_indexer {
@@ -16,7 +17,7 @@ namespace flash_indexer {
 struct PrefillPlanConfig {
   int heads = 64;                                 // 16, 32, 64
   int head_dim = 128;                             // 32, 64, 128
-  int k = 2048;                                   // 1..2048
+  int k = 2048;                                   // 1..4096
   LogitsDType logits = LogitsDType::f16;          // the logits as stored between the two steps
   std::int64_t max_tokens = 8192;                 // T per run, at most
   std::int64_t max_keys = 131072;                 // N, at most
@@ -31,6 +32,10 @@ class PrefillPlan {
   // Validates the configuration, allocates the buffers in the current CUDA context and loads every
   // kernel run() launches.
   explicit PrefillPlan(const PrefillPlanConfig& config);
+  // The same in the caller's `memory` (plan_memory.hpp) of at least required_bytes(config): nothing allocated.
+  PrefillPlan(const PrefillPlanConfig& config, PlanMemory memory);
+  // The device memory a plan of this configuration works in (validates the configuration).
+  static std::size_t required_bytes(const PrefillPlanConfig& config);
   ~PrefillPlan();
   PrefillPlan(PrefillPlan&& other) noexcept;
   PrefillPlan& operator=(PrefillPlan&& other) noexcept;
@@ -47,7 +52,7 @@ class PrefillPlan {
   // Tokens per chunk: the most rows that fit logits_bytes, every row but the last padded to max_keys
   // rounded up to 64 logits.
   std::int64_t chunk_tokens() const { return chunk_tokens_; }
-  std::size_t workspace_bytes() const { return bytes_; }       // device memory the plan holds
+  std::size_t workspace_bytes() const { return bytes_; }       // device memory the plan works in (required_bytes)
 
  private:
   void release() noexcept;
@@ -57,7 +62,8 @@ class PrefillPlan {
   std::int64_t chunk_tokens_ = 0;
   std::size_t bytes_ = 0;
   std::size_t workspace_offset_ = 0;
-  unsigned long long memory_ = 0;  // one allocation: logits | top-k workspace
+  unsigned long long memory_ = 0;  // one buffer: logits | top-k workspace
+  bool owns_memory_ = true;        // allocated here (freed by release), else the caller's PlanMemory
 };
 
 }  // namespace flash_indexer

@@ -300,6 +300,18 @@ inline std::vector<double> mqa_logits(const MqaLogitsInputs& in, std::vector<dou
   return out;
 }
 
+// The compressed layout (MqaLogitsOptions::compressed) of `full` = mqa_logits(in): [T, width], row t's
+// column c the logit of key start_t + c where that key is in the window (and c < width), -inf elsewhere.
+inline std::vector<double> compressed_mqa_logits(const MqaLogitsInputs& in, const std::vector<double>& full, std::int64_t width) {
+  std::vector<double> out(static_cast<std::size_t>(in.tokens * width), -std::numeric_limits<double>::infinity());
+  for (int t = 0; t < in.tokens; ++t) {
+    const KeyWindow window = key_window(in, t);
+    for (std::int64_t c = 0; c < width && window.start + c < window.end; ++c)
+      out[static_cast<std::size_t>(t * width + c)] = full[static_cast<std::size_t>(t * in.keys + window.start + c)];
+  }
+  return out;
+}
+
 // ---- coarse score histogram (contract §3) -----------------------------------------------------
 
 // Adds, for each row r, the coarse bins of its live (s < lengths[r]), non-NaN scores, each rounded to

@@ -14,7 +14,7 @@
 
 namespace flash_indexer {
 
-constexpr int kMaxTopk = 2048;
+constexpr int kMaxTopk = 4096;
 
 // One compiled selector kernel (k, lengths form, histogram use and sorting are run-time arguments).
 struct TopkConfig {
@@ -136,7 +136,7 @@ std::size_t topk_workspace_bytes(std::int64_t rows);
 //   logits     float32 / float16 / bfloat16 [rows, width], inner stride 1, row stride >= width
 //   lengths    int32 [rows]; or int32 [B, next_n] with B * next_n = rows; or int32 [B] with
 //              options.next_n (the MTP rule); contiguous. Clamped to [0, width].
-//   indices    int32 [rows, k], contiguous; 1 <= k <= 2048 (k is indices.shape[1])
+//   indices    int32 [rows, k], contiguous; 1 <= k <= kMaxTopk = 4096 (k is indices.shape[1])
 //   workspace  uint8, at least topk_workspace_bytes(rows) bytes, 16-byte aligned; afterwards it holds a
 //              TopkRowReport per row
 // Launches on `stream` without allocating, copying or synchronizing (capturable once the kernel is

@@ -49,7 +49,7 @@ struct TopkMergeOptions {
 //   positions  int32 [D, rows, k_in], contiguous: their global positions; a negative position is no
 //              candidate (topk()'s -1 padding), nor is a NaN value. Distinct within a row (each
 //              position lives on one rank); a position given twice with the same value counts twice.
-//   indices    int32 [rows, k], contiguous; 1 <= k <= 2048; D * k_in <= 32768
+//   indices    int32 [rows, k], contiguous; 1 <= k <= 4096; D * k_in <= 65536
 // Launches on `stream` without allocating, copying or synchronizing (capturable once the kernel is
 // loaded: the first call per dtype compiles or reads the disk cache).
 void topk_merge(const TensorView& values, const TensorView& positions, const TensorView& indices, Stream stream,

@@ -9,6 +9,7 @@ is the CPU reference on numpy arrays.
 
 from . import _flash_indexer as _ext
 from ._flash_indexer import (
+    MAX_TOPK,
     __version__,
     cache_directory,
     jit_enabled,
@@ -18,6 +19,7 @@ from ._flash_indexer import (
 )
 
 __all__ = [
+    "MAX_TOPK",
     "DcpDecodePlan",
     "DecodePlan",
     "cache_directory",
@@ -93,13 +95,15 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
 
 
 def mqa_logits(q, kv, kv_scales, weights, ks, ke, logits, *, stream=None, fill_masked=False, histogram=None,
-               pdl=False):
+               pdl=False, compressed=False):
     """Writes the ragged (prefill) MQA logits into `logits` ([T, N]): token t scores the keys
     [ks[t], ke[t]) of kv (float8_e4m3fn [N, D]) with kv_scales (float32 [N]); other columns are left
     alone, or -inf with fill_masked. Optionally adds the coarse histogram of each window into `histogram`
-    (int32 [T, 1024]). Shapes and dtypes as the C++ mqa_logits; `pdl` as for paged_mqa_logits."""
+    (int32 [T, 1024]). `compressed=True`: logits is [T, W] and row t's column c holds key ks[t] + c
+    (DeepGEMM's max_seqlen_k layout; keys past ks[t] + W are dropped; not with fill_masked). Shapes and
+    dtypes as the C++ mqa_logits; `pdl` as for paged_mqa_logits."""
     _ext.mqa_logits(_fp8_bytes(q), _fp8_bytes(kv), kv_scales, weights, ks, ke, logits, stream=current_stream(stream),
-                    fill_masked=fill_masked, histogram=histogram, pdl=pdl)
+                    fill_masked=fill_masked, histogram=histogram, pdl=pdl, compressed=compressed)
     return logits
 
 
@@ -152,6 +156,18 @@ def warm_topk(logits="float32", *, arch=None):
     _ext.warm_topk(_dtype_name(logits), arch=arch)
 
 
+def _torch_buffer(bytes_needed):
+    """A uint8 buffer of bytes_needed() bytes from torch's caching allocator on the current device, so the
+    engine's memory accounting sees it; None without torch or CUDA (the caller then allocates)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return torch.empty(bytes_needed(), dtype=torch.uint8, device=torch.device("cuda", torch.cuda.current_device()))
+
+
 class DecodePlan(_ext.DecodePlan):
     """The decode indexer in one capturable call (histogram zeroed, logits + histogram, top-k), with its
     workspace allocated once. Create it with the CUDA device current (e.g. after torch.cuda.init()).
@@ -159,10 +175,17 @@ class DecodePlan(_ext.DecodePlan):
     `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp)."""
 
     def __init__(self, *, max_batch, next_n, heads, head_dim, k, logits="float16", max_context=131072,
-                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None):
-        super().__init__(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
-                         logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
-                         physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp)
+                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None, memory=None):
+        """`memory`: the uint8 CUDA tensor the plan works in (DecodePlan.required_bytes(...) bytes, 256-byte
+        aligned), kept alive by the plan; by default one from torch's caching allocator on the current
+        device where torch has CUDA, else the plan allocates its own."""
+        config = dict(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
+                      logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
+                      physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp)
+        if memory is None:
+            memory = _torch_buffer(lambda: _ext.DecodePlan.required_bytes(**config))
+        super().__init__(**config, memory=memory)
+        self.memory = memory  # the buffer lives as long as the plan (None: the plan's own allocation)
 
     def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.
@@ -286,35 +309,50 @@ def fp8_fp4_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, cle
     """DeepGEMM's fp8_fp4_mqa_logits over FP8 inputs: q = (float8_e4m3fn [T, H, D], None), kv = (keys
     float8_e4m3fn [N, D], scales float32 [N]). Returns new logits [T, N], float32 unless `logits_dtype`
     says bfloat16 / float16, token t scoring keys [cu_seq_len_k_start[t], cu_seq_len_k_end[t]); the other
-    columns are -inf with clean_logits=True. The compressed layout (max_seqlen_k > 0) is not supported."""
+    columns are -inf with clean_logits=True. With max_seqlen_k > 0 (at least the longest window), the
+    compressed layout: logits [T, max_seqlen_k], row t's column c the key cu_seq_len_k_start[t] + c, the
+    columns past the window unspecified, clean_logits must be False (DeepGEMM's rules)."""
     import torch
 
     del schedule_meta  # the kernel schedules itself
     values, scales = q if isinstance(q, (tuple, list)) else (q, None)
     if scales is not None:
         raise ValueError("fp8_fp4_mqa_logits: q: FP4 queries are not supported in prefill; pass (q, None)")
-    if max_seqlen_k != 0:
-        raise ValueError(f"fp8_fp4_mqa_logits: max_seqlen_k: expected 0 (the [T, N] layout), got {max_seqlen_k}")
     keys, key_scales = kv
     dtype = torch.float32 if logits_dtype is None else logits_dtype
-    logits = torch.empty((values.shape[0], keys.shape[0]), dtype=dtype, device=values.device)
-    mqa_logits(values, keys, key_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits)
+    logits = _prefill_logits("fp8_fp4_mqa_logits", values.shape[0], keys.shape[0], max_seqlen_k, clean_logits, dtype,
+                             values.device)
+    mqa_logits(values, keys, key_scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits,
+               compressed=max_seqlen_k > 0)
     return logits
+
+
+def _prefill_logits(op, tokens, keys, max_seqlen_k, clean_logits, dtype, device):
+    """DeepGEMM's prefill output: [T, N], or the compressed [T, max_seqlen_k] (max_seqlen_k > 0, which
+    DeepGEMM allows only with clean_logits=False)."""
+    import torch
+
+    if max_seqlen_k < 0:
+        raise ValueError(f"{op}: max_seqlen_k: expected 0 ([T, N]) or the longest window, got {max_seqlen_k}")
+    if max_seqlen_k > 0 and clean_logits:
+        raise ValueError(f"{op}: clean_logits: expected False with max_seqlen_k > 0 (a compressed row's columns past "
+                         "its window belong to no key)")
+    return torch.empty((tokens, max_seqlen_k if max_seqlen_k > 0 else keys), dtype=dtype, device=device)
 
 
 def fp8_mqa_logits(q, kv, weights, cu_seq_len_k_start, cu_seq_len_k_end, clean_logits=True, max_seqlen_k=0):
     """DeepGEMM's fp8_mqa_logits: returns new float32 logits [T, N] of q (float8_e4m3fn [T, H, D]) against
     kv = (keys float8_e4m3fn [N, D], scales float32 [N]), token t scoring keys
     [cu_seq_len_k_start[t], cu_seq_len_k_end[t]), on the current torch stream; the other columns are -inf
-    with clean_logits=True, unspecified otherwise. DeepGEMM's compressed layout (max_seqlen_k > 0) is not
-    supported."""
+    with clean_logits=True, unspecified otherwise; with max_seqlen_k > 0 the compressed layout, as
+    fp8_fp4_mqa_logits."""
     import torch
 
-    if max_seqlen_k != 0:
-        raise ValueError(f"fp8_mqa_logits: max_seqlen_k: expected 0 (the [T, N] layout), got {max_seqlen_k}")
     keys, scales = kv
-    logits = torch.empty((q.shape[0], keys.shape[0]), dtype=torch.float32, device=q.device)
-    mqa_logits(q, keys, scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits)
+    logits = _prefill_logits("fp8_mqa_logits", q.shape[0], keys.shape[0], max_seqlen_k, clean_logits, torch.float32,
+                             q.device)
+    mqa_logits(q, keys, scales, weights, cu_seq_len_k_start, cu_seq_len_k_end, logits, fill_masked=clean_logits,
+               compressed=max_seqlen_k > 0)
     return logits
 
 
@@ -348,8 +386,8 @@ def _vllm_topk_rows(op, logits, indices, num_rows, stride0, stride1, top_k):
     """The arguments vLLM's top-k calls share, checked; the first num_rows rows of `logits` as a view."""
     if stride1 != 1:
         raise ValueError(f"{op}: stride1: expected 1, got {stride1}")
-    if top_k < 1 or top_k > 2048:
-        raise ValueError(f"{op}: top_k: expected 1..2048, got {top_k}")
+    if top_k < 1 or top_k > MAX_TOPK:
+        raise ValueError(f"{op}: top_k: expected 1..{MAX_TOPK}, got {top_k}")
     if indices.dim() != 2 or indices.shape[0] < num_rows or indices.shape[1] != top_k:
         raise ValueError(f"{op}: indices: expected [>= num_rows = {num_rows}, top_k = {top_k}], got {list(indices.shape)}")
     return logits.as_strided((num_rows, logits.shape[1]), (stride0, 1))

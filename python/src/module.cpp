@@ -146,7 +146,8 @@ void bind_reference(nb::module_& m) {
         if (lengths.size() != logits.shape(0))
           throw fi::ArgumentError(
               fmt::format("reference.topk: lengths: expected {} entries (rows), got {}", logits.shape(0), lengths.size()));
-        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("reference.topk: k: expected 1..2048, got {}", k));
+        if (k < 1 || k > fi::kMaxTopk)
+          throw fi::ArgumentError(fmt::format("reference.topk: k: expected 1..{}, got {}", fi::kMaxTopk, k));
         const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
         std::vector<float> host(logits.data(), logits.data() + logits.size());
         fi::reference::TopkResult out = fi::reference::topk(host, width, width, lengths, k, sorted);
@@ -255,7 +256,7 @@ void bind_reference(nb::module_& m) {
         if (starts.size() != logits.shape(0) || ends.size() != logits.shape(0))
           throw fi::ArgumentError(fmt::format("{}: starts / ends: expected {} entries (rows), got {} / {}", op, logits.shape(0),
                                               starts.size(), ends.size()));
-        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..2048, got {}", op, k));
+        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..{}, got {}", op, fi::kMaxTopk, k));
         const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
         std::vector<float> host(logits.data(), logits.data() + logits.size());
         fi::reference::TopkResult out = fi::reference::topk_windows(host, width, width, starts, ends, k, relative, sorted);
@@ -277,7 +278,7 @@ void bind_reference(nb::module_& m) {
         for (std::size_t d = 0; d < 3; ++d)
           if (values.shape(d) != positions.shape(d))
             throw fi::ArgumentError(fmt::format("{}: positions: expected the shape of values", op));
-        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..2048, got {}", op, k));
+        if (k < 1 || k > fi::kMaxTopk) throw fi::ArgumentError(fmt::format("{}: k: expected 1..{}, got {}", op, fi::kMaxTopk, k));
         const int ranks = static_cast<int>(values.shape(0));
         const std::int64_t rows = static_cast<std::int64_t>(values.shape(1));
         const int k_in = static_cast<int>(values.shape(2));
@@ -291,6 +292,15 @@ void bind_reference(nb::module_& m) {
       nb::arg("values"), nb::arg("positions"), nb::arg("k"), nb::kw_only(), nb::arg("sorted") = false,
       "The exact top-k of the union of candidate lists (float32 values and int32 global positions [D, rows, k_in]; "
       "a negative position is no candidate): returns (positions int32 [rows, k], values float32 [rows, k]).");
+}
+
+// A caller's buffer for a plan (uint8, contiguous, on the GPU), or none: the plan allocates.
+fi::PlanMemory plan_memory(const char* op, const std::optional<AnyArray>& memory) {
+  if (!memory) return {};
+  const fi::TensorView v = device_view(op, "memory", *memory);
+  if (v.dtype != fi::DType::u8 || v.rank != 1 || (v.shape[0] > 1 && v.strides[0] != 1))
+    throw fi::ArgumentError(fmt::format("{}: memory: expected a contiguous 1-D uint8 CUDA tensor", op));
+  return {v.data, static_cast<std::size_t>(v.shape[0])};
 }
 
 // A DecodePlanConfig from the Python keywords (errors name `op`).
@@ -320,6 +330,7 @@ fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_
 NB_MODULE(_flash_indexer, m) {
   m.doc() = "FlashIndexer: JIT CUDA kernels for the DeepSeek Sparse Attention lightning indexer.";
   m.attr("__version__") = FLASH_INDEXER_VERSION;  // project() in CMakeLists.txt
+  m.attr("MAX_TOPK") = fi::kMaxTopk;               // the largest k of every top-k call
   // ArgumentError before Error: nanobind tries translators newest first.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
@@ -369,10 +380,11 @@ NB_MODULE(_flash_indexer, m) {
   m.def(
       "mqa_logits",
       [](AnyArray q, AnyArray kv, AnyArray kv_scales, AnyArray weights, AnyArray ks, AnyArray ke, AnyArray logits,
-         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, bool pdl) {
+         std::uintptr_t stream, bool fill_masked, std::optional<AnyArray> histogram, bool pdl, bool compressed) {
         constexpr const char* op = "mqa_logits";
         fi::MqaLogitsOptions o;
         o.fill_masked = fill_masked;
+        o.compressed = compressed;
         o.histogram = optional_view(op, "histogram", histogram);
         o.pdl = pdl;
         fi::TensorView kvv = device_view(op, "kv", kv);
@@ -385,7 +397,7 @@ NB_MODULE(_flash_indexer, m) {
       },
       nb::arg("q"), nb::arg("kv"), nb::arg("kv_scales"), nb::arg("weights"), nb::arg("ks"), nb::arg("ke"), nb::arg("logits"),
       nb::kw_only(), nb::arg("stream"), nb::arg("fill_masked") = false, nb::arg("histogram").none() = nb::none(),
-      nb::arg("pdl") = false,
+      nb::arg("pdl") = false, nb::arg("compressed") = false,
       "Writes the ragged (prefill) MQA logits into `logits` (float32/16, bfloat16 [T, N]) on `stream`: token t "
       "scores keys [ks[t], ke[t]) of kv (FP8 [N, D]) with kv_scales (float32 [N]); the C++ mqa_logits. "
       "Optionally adds the coarse histogram of each row's window into `histogram` (int32 [T, 1024]). `pdl` as for "
@@ -512,16 +524,31 @@ NB_MODULE(_flash_indexer, m) {
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
              std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
-             std::optional<std::tuple<int, int, int>> dcp) {
+             std::optional<std::tuple<int, int, int>> dcp, std::optional<AnyArray> memory) {
             const fi::DecodePlanConfig c = decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
                                                               max_context, histogram, physical_slots, sorted, kv, pdl, dcp);
+            const fi::PlanMemory buffer = plan_memory("DecodePlan", memory);
             nb::gil_scoped_release release;
-            new (self) fi::DecodePlan(c);
+            new (self) fi::DecodePlan(c, buffer);
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
-          nb::arg("dcp").none() = nb::none())
+          nb::arg("dcp").none() = nb::none(), nb::arg("memory").none() = nb::none())
+      .def_static(
+          "required_bytes",
+          [](int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits, std::int64_t max_context,
+             bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
+             std::optional<std::tuple<int, int, int>> dcp) {
+            return fi::DecodePlan::required_bytes(decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
+                                                                     max_context, histogram, physical_slots, sorted, kv, pdl,
+                                                                     dcp));
+          },
+          nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
+          nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
+          nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
+          nb::arg("dcp").none() = nb::none(),
+          "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,

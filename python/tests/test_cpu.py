@@ -68,8 +68,15 @@ def test_cpu_arrays_are_refused_naming_the_argument():
 
 
 def test_bad_configurations_raise_value_error():
-    with pytest.raises(ValueError, match="config.k: expected 1..2048, got 4096"):
-        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=4096)
+    with pytest.raises(ValueError, match="config.k: expected 1..4096, got 4097"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=4097)
+    assert fi.MAX_TOPK == 4096
+    # The plan's device memory is known without a GPU; a plan in torch's memory takes exactly that much.
+    small = fi.DecodePlan.required_bytes(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, max_context=4096)
+    large = fi.DecodePlan.required_bytes(max_batch=8, next_n=1, heads=64, head_dim=128, k=2048, max_context=4096)
+    assert 0 < small < large and small % 256 == 0
+    with pytest.raises(ValueError, match="config.k"):
+        fi.DecodePlan.required_bytes(max_batch=1, next_n=1, heads=64, head_dim=128, k=0)
     with pytest.raises(ValueError, match="heads"):
         fi.DecodePlan(max_batch=1, next_n=1, heads=48, head_dim=128, k=2048)
     with pytest.raises(ValueError, match="logits dtype: expected float32, float16 or bfloat16"):
@@ -394,9 +401,15 @@ def test_deepgemm_prefill_call_takes_tuples_and_the_logits_dtype(monkeypatch):
     out = fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", clean_logits=False,
                                 logits_dtype="bfloat16")
     assert out.shape == (5, 700) and out.dtype == "bfloat16"
-    assert calls[-1] == ((q, keys, "scales", "w", "ks", "ke", out), {"fill_masked": False})
-    with pytest.raises(ValueError, match="max_seqlen_k"):
+    assert calls[-1] == ((q, keys, "scales", "w", "ks", "ke", out), {"fill_masked": False, "compressed": False})
+    # The compressed layout: [T, max_seqlen_k], and (DeepGEMM's rule) only without clean_logits.
+    out = fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", False, 64)
+    assert out.shape == (5, 64) and out.dtype == "float32"
+    assert calls[-1] == ((q, keys, "scales", "w", "ks", "ke", out), {"fill_masked": False, "compressed": True})
+    with pytest.raises(ValueError, match="clean_logits: expected False with max_seqlen_k > 0"):
         fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", max_seqlen_k=64)
+    with pytest.raises(ValueError, match="max_seqlen_k: expected 0"):
+        fi.fp8_fp4_mqa_logits((q, None), (keys, "scales"), "w", "ks", "ke", False, -1)
 
 
 def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
@@ -421,8 +434,8 @@ def test_vllm_compatible_decode_topk_maps_its_arguments(monkeypatch):
     assert calls[-1][0][1].shape == (4,) and calls[-1][1] == {"next_n": 2}  # vLLM's [B, 1]: the MTP rule
     with pytest.raises(ValueError, match="stride1: expected 1, got 2"):
         fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 2, 2048)
-    with pytest.raises(ValueError, match="top_k: expected 1..2048, got 4096"):
-        fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 1, 4096)
+    with pytest.raises(ValueError, match="top_k: expected 1..4096, got 4097"):
+        fi.top_k_per_row_decode(logits, 1, seq_lens, indices, 8, 65536, 1, 4097)
     with pytest.raises(ValueError, match="indices: expected"):
         fi.top_k_per_row_decode(logits, 1, seq_lens, FakeTensor((8, 512)), 8, 65536, 1, 2048)
 
@@ -445,7 +458,7 @@ def test_vllm_compatible_prefill_topk_maps_its_arguments(monkeypatch):
     assert kw == {"row_starts": ("rows", slice(None, 5)), "relative": True}  # offsets from the window start
     with pytest.raises(ValueError, match="stride1: expected 1, got 3"):
         fi.top_k_per_row_prefill(logits, starts, ends, indices, 5, 40064, 3, 2048)
-    with pytest.raises(ValueError, match="top_k: expected 1..2048, got 0"):
+    with pytest.raises(ValueError, match="top_k: expected 1..4096, got 0"):
         fi.top_k_per_row_prefill(logits, starts, ends, indices, 5, 40064, 1, 0)
     with pytest.raises(ValueError, match="row_ends: expected"):
         fi.top_k_per_row_prefill(logits, starts, FakeTensor((4,), dtype="int32"), indices, 5, 40064, 1, 2048)
@@ -463,10 +476,12 @@ def test_deepgemm_compatible_prefill_logits_allocate_and_pass_through(monkeypatc
     out = fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke")
     assert out.shape == (9, 700) and out.dtype == "float32" and out.device == "cuda:0"
     (args, kw), = calls
-    assert args == (q, keys, scales, "w", "ks", "ke", out) and kw == {"fill_masked": True}
+    assert args == (q, keys, scales, "w", "ks", "ke", out) and kw == {"fill_masked": True, "compressed": False}
     fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke", clean_logits=False)
-    assert calls[-1][1] == {"fill_masked": False}
-    with pytest.raises(ValueError, match="max_seqlen_k: expected 0"):
+    assert calls[-1][1] == {"fill_masked": False, "compressed": False}
+    out = fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke", clean_logits=False, max_seqlen_k=300)
+    assert out.shape == (9, 300) and calls[-1][1] == {"fill_masked": False, "compressed": True}
+    with pytest.raises(ValueError, match="clean_logits: expected False"):
         fi.fp8_mqa_logits(q, (keys, scales), "w", "ks", "ke", max_seqlen_k=4096)
 
 

@@ -154,6 +154,11 @@ def test_decode_plan_replays_under_a_cuda_graph(pdl):
     B, n, H, D, k, max_context = 4, 1, 64, 128, 256, 4096
     plan = fi.DecodePlan(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits=torch.float32,
                          max_context=max_context, pdl=pdl)
+    # The plan works in a buffer of torch's caching allocator, exactly its required size.
+    need = fi.DecodePlan.required_bytes(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits="float32",
+                                        max_context=max_context)
+    assert isinstance(plan.memory, torch.Tensor) and plan.memory.dtype == torch.uint8 and plan.memory.is_cuda
+    assert plan.memory.numel() == need == plan.workspace_bytes
     q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, [max_context] * B)
     tq, tkv, tw = to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights)
     tlens, ttable = to_cuda(lens), to_cuda(table)
@@ -175,6 +180,20 @@ def test_decode_plan_replays_under_a_cuda_graph(pdl):
         got = [sorted(int(i) for i in row if i >= 0) for row in indices.cpu().numpy()]
         assert got == want, replay
         assert math.isfinite(float(indices.float().sum()))
+
+
+def test_decode_plan_takes_the_callers_memory_and_checks_it():
+    config = dict(max_batch=2, next_n=1, heads=64, head_dim=128, k=512, max_context=2048)
+    need = fi.DecodePlan.required_bytes(**config)
+    buffer = torch.empty(need + 512, dtype=torch.uint8, device="cuda")
+    plan = fi.DecodePlan(**config, memory=buffer[:need])
+    assert plan.memory.data_ptr() == buffer.data_ptr()
+    with pytest.raises(ValueError, match="memory.bytes: expected at least"):
+        fi.DecodePlan(**config, memory=buffer[: need - 256])
+    with pytest.raises(ValueError, match="memory.data: expected a 256-byte aligned"):
+        fi.DecodePlan(**config, memory=buffer[16: need + 16])
+    with pytest.raises(ValueError, match="memory: expected a contiguous 1-D uint8"):
+        fi.DecodePlan(**config, memory=buffer.view(torch.int32))
 
 
 def test_topk_merge_equals_the_reference():

@@ -28,8 +28,7 @@ Mirrored (written from reading the peers' tests; no code taken from them):
   torch.topk's only among equal values, so the selected values' multiset must equal torch.topk's.
 
 Skipped, with the reason in each skip: head_dim 32 in the paged op (its kernels are built for D 64 and 128),
-max_seqlen_k > 0 (DeepGEMM's compressed [T, max_seqlen_k] prefill logits), top_k above 2048 (contract
-§4: k is 1..2048), block_kv 32 (the cache block is 64 tokens, contract §2). Not mirrored: DeepGEMM's
+block_kv 32 (the cache block is 64 tokens, contract §2). Not mirrored: DeepGEMM's
 MXFP4 / MXFP8 formats and weight dtypes of SM100 kernels, its per-token `indices` (varlen) form, and the
 timing parts of both suites. The grids are subsampled (each subsample is named where the cases are
 listed) to keep the module near a minute on an H100 once its kernels are in the kernel cache.
@@ -47,7 +46,6 @@ BLOCK = 64  # tokens per cache block (contract §2)
 FP8_MAX = 448.0  # the largest finite FP8 E4M3FN value
 DEEPGEMM_WIDTH = 111 * 1024  # the logits width DeepGEMM's paged test uses
 SKIP_HEAD_DIM_32 = "head_dim 32 is not supported in the paged op yet: its kernels are built for D 64 and 128 (contract §1.1)"
-SKIP_TOP_K = "top_k above 2048 is not supported: contract §4 takes k in 1..2048"
 
 
 @pytest.fixture(autouse=True)
@@ -305,7 +303,7 @@ def test_paged_mqa_logits_metadata_has_deepgemms_shape_for_empty_requests():
 
 # ---- prefill logits: DeepGEMM test_mqa_logits, vLLM test_deepgemm_fp8_mqa_logits ------------------------
 
-def check_prefill(seq_len, seq_len_kv, heads, head_dim, logits_dtype, disable_cp, api):
+def check_prefill(seq_len, seq_len_kv, heads, head_dim, logits_dtype, disable_cp, api, compressed=False):
     torch.manual_seed(0)
     q = torch.randn((seq_len, heads, head_dim), dtype=torch.bfloat16, device="cuda")
     kv = torch.randn((seq_len_kv, head_dim), dtype=torch.bfloat16, device="cuda")
@@ -314,16 +312,31 @@ def check_prefill(seq_len, seq_len_kv, heads, head_dim, logits_dtype, disable_cp
     q_fp8 = q.to(torch.float8_e4m3fn)
     k_fp8, k_scales = quantize_fp8_rows(kv)
 
+    lengths = (ke - ks).clamp(min=0)
+    max_seqlen_k = int(lengths.max()) if compressed else 0
+
     def call():
         if api == "fp8":
             assert logits_dtype == torch.float32
             return fi.fp8_mqa_logits(q_fp8, (k_fp8, k_scales), weights, ks, ke)  # clean_logits defaults to True
-        return fi.fp8_fp4_mqa_logits((q_fp8, None), (k_fp8, k_scales), weights, ks, ke, True, 0, logits_dtype)
+        return fi.fp8_fp4_mqa_logits((q_fp8, None), (k_fp8, k_scales), weights, ks, ke, not compressed, max_seqlen_k,
+                                     logits_dtype)
 
     logits = call()
     torch.cuda.synchronize()
-    assert logits.shape == (seq_len, seq_len_kv) and logits.dtype == logits_dtype
-    got = logits.float()
+    if compressed:
+        # DeepGEMM's check of the compressed form: row t's first ke - ks columns go back to keys [ks, ke) of a
+        # full -inf row; the columns past a window are unspecified, so the repeat check masks them.
+        assert logits.shape == (seq_len, max_seqlen_k) and logits.dtype == logits_dtype
+        live = torch.arange(max_seqlen_k, device="cuda")[None, :] < lengths[:, None]
+        logits = logits.masked_fill(~live, 0)
+        full = torch.full((seq_len, seq_len_kv), float("-inf"), dtype=torch.float32, device="cuda")
+        for t in range(seq_len):
+            full[t, int(ks[t]):int(ke[t])] = logits[t, : int(lengths[t])].float()
+        got = full
+    else:
+        assert logits.shape == (seq_len, seq_len_kv) and logits.dtype == logits_dtype
+        got = logits.float()
     want_orig, inside = prefill_reference(q.float(), kv.float(), weights, ks, ke)
     assert torch.equal(torch.isneginf(got), ~inside)  # clean_logits: -inf exactly outside the windows
     assert bool(torch.isfinite(got[inside]).all())
@@ -336,21 +349,19 @@ def check_prefill(seq_len, seq_len_kv, heads, head_dim, logits_dtype, disable_cp
     assert against_dequantized.value() < 5e-6, against_dequantized.value()
     assert against_original.value() < 1e-3, against_original.value()
     for _ in range(2):  # DeepGEMM's self-consistency check, fewer repeats
-        assert torch.equal(call(), logits)
+        again = call()
+        assert torch.equal(again.masked_fill(~live, 0) if compressed else again, logits)
 
 
-# DeepGEMM's SM90 prefill grid, whole apart from the compressed form: seq_len x seq_len_kv x logits dtype x
-# window pattern, H 64, D 128.
+# DeepGEMM's SM90 prefill grid, whole: seq_len x seq_len_kv x logits dtype x window pattern x full or
+# compressed layout, H 64, D 128.
 @pytest.mark.parametrize("compressed", [False, True], ids=["full", "compressed"])
 @pytest.mark.parametrize("disable_cp", [True, False], ids=["causal", "zigzag-cp"])
 @pytest.mark.parametrize("logits_dtype", ["float32", "bfloat16"])
 @pytest.mark.parametrize("seq_len_kv", [4096, 8192])
 @pytest.mark.parametrize("seq_len", [2048, 4096])
 def test_mqa_logits_as_deepgemm_checks_them(seq_len, seq_len_kv, logits_dtype, disable_cp, compressed):
-    if compressed:
-        pytest.skip("max_seqlen_k > 0 (DeepGEMM's compressed [T, max_seqlen_k] logits) is not supported yet: "
-                    "fp8_fp4_mqa_logits raises ValueError for it")
-    check_prefill(seq_len, seq_len_kv, 64, 128, getattr(torch, logits_dtype), disable_cp, "fp8_fp4")
+    check_prefill(seq_len, seq_len_kv, 64, 128, getattr(torch, logits_dtype), disable_cp, "fp8_fp4", compressed)
 
 
 @pytest.mark.parametrize("head_dim", [32, 64])
@@ -359,14 +370,14 @@ def test_mqa_logits_other_head_dims(head_dim):
     check_prefill(2048, 4096, 64, head_dim, torch.float32, True, "fp8_fp4")
 
 
-def test_mqa_logits_compressed_form_is_refused():
+def test_mqa_logits_compressed_form_needs_clean_logits_off():
     q = torch.zeros((4, 64, 128), dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
     kv = (torch.zeros((8, 128), dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn),
           torch.ones(8, device="cuda"))
     ks = torch.zeros(4, dtype=torch.int32, device="cuda")
     ke = torch.full((4,), 8, dtype=torch.int32, device="cuda")
-    with pytest.raises(ValueError, match="max_seqlen_k"):
-        fi.fp8_fp4_mqa_logits((q, None), kv, torch.ones((4, 64), device="cuda"), ks, ke, False, 8, torch.float32)
+    with pytest.raises(ValueError, match="clean_logits"):
+        fi.fp8_fp4_mqa_logits((q, None), kv, torch.ones((4, 64), device="cuda"), ks, ke, True, 8, torch.float32)
 
 
 @pytest.mark.parametrize("disable_cp", [True, False], ids=["causal", "zigzag-cp"])
@@ -391,29 +402,10 @@ def vllm_logits(rows, width, ends, clean_logits, data):
     return logits
 
 
-def refuse_large_top_k(top_k, op):
-    """top_k over 2048: the call must refuse it (ValueError naming top_k), then the case is skipped; checked
-    on small inputs before the case builds its own."""
-    if top_k <= 2048:
-        return
-    logits = torch.zeros((2, 4096), dtype=torch.float32, device="cuda")
-    lens = torch.full((2,), 4096, dtype=torch.int32, device="cuda")
-    indices = torch.empty((2, top_k), dtype=torch.int32, device="cuda")
-    with pytest.raises(ValueError, match="top_k"):
-        if op == "decode":
-            fi.top_k_per_row_decode(logits, 1, lens, indices, 2, logits.stride(0), logits.stride(1), top_k)
-        else:
-            fi.top_k_per_row_prefill(logits, torch.zeros_like(lens), lens, indices, 2, logits.stride(0),
-                                     logits.stride(1), top_k)
-    pytest.skip(SKIP_TOP_K)
-
-
-# vLLM's prefill grid, whole: num_rows x top_k x clean_logits; row r sees columns [0, r + 1).
 @pytest.mark.parametrize("clean_logits", [True, False])
 @pytest.mark.parametrize("top_k", [2048, 3000])
 @pytest.mark.parametrize("num_rows", [1, 32, 2050])
 def test_top_k_per_row_prefill_as_vllm_checks_it(num_rows, top_k, clean_logits):
-    refuse_large_top_k(top_k, "prefill")
     torch.manual_seed(0)
     starts = torch.zeros(num_rows, dtype=torch.int32, device="cuda")
     ends = torch.arange(1, num_rows + 1, dtype=torch.int32, device="cuda")
@@ -437,7 +429,6 @@ def test_top_k_per_row_prefill_writes_window_local_indices():
 
 
 def check_decode(batch, next_n, top_k, vocab, clean_logits, data):
-    refuse_large_top_k(top_k, "decode")
     torch.manual_seed(0)
     rows = batch * next_n
     seq_lens = torch.randint(next_n, vocab, (batch,), dtype=torch.int32, device="cuda")

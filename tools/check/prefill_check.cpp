@@ -15,8 +15,9 @@
 namespace flash_indexer::check {
 
 std::string describe(const PrefillCase& c) {
-  return fmt::format("{} T {} N {}{}{} seed {}", c.config.key().substr(0, c.config.key().rfind('.')), c.tokens, c.keys,
+  return fmt::format("{} T {} N {}{}{}{} seed {}", c.config.key().substr(0, c.config.key().rfind('.')), c.tokens, c.keys,
                      c.fill_masked ? " fill_masked" : "",
+                     c.compressed_width > 0 ? fmt::format(" compressed W {}", c.compressed_width) : "",
                      c.scales_misalignment ? fmt::format(" kv_scales {} bytes past 16", c.scales_misalignment) : "", c.seed);
 }
 
@@ -26,10 +27,13 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
   const int T = c.tokens, N = c.keys;
   const PrefillProblem pb = make_prefill_problem(T, c.config.heads, c.config.head_dim, N, rng);
   const reference::MqaLogitsInputs in = pb.reference_inputs();
-  const std::vector<double> ref = mqa_logits_reference(in);
+  const std::vector<double> full = mqa_logits_reference(in);
 
   const std::size_t elem = c.config.logits == LogitsDType::f32 ? 4 : 2;
-  const std::int64_t stride = N + 8;  // the row padding must stay poisoned
+  const bool compressed = c.compressed_width > 0;
+  const std::int64_t width = compressed ? c.compressed_width : N;
+  const std::int64_t stride = width + 8;  // the row padding must stay poisoned
+  const std::vector<double> ref = compressed ? reference::compressed_mqa_logits(in, full, width) : full;
   auto q = DeviceBuffer::from(pb.q), kv = DeviceBuffer::from(pb.kv), w = DeviceBuffer::from(pb.w), ks = DeviceBuffer::from(pb.ks),
        ke = DeviceBuffer::from(pb.ke);
   const std::size_t scales_at = static_cast<std::size_t>(c.scales_misalignment);  // the allocation is 256-byte aligned
@@ -42,11 +46,12 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
   hist.fill(0);
   MqaLogitsOptions o;
   o.fill_masked = c.fill_masked;
+  o.compressed = compressed;
   o.variant = c.config.variant;
   if (c.config.histogram) o.histogram = TensorView::contiguous(hist.data(), DType::i32, {T, kCoarseBins});
   TensorView kv_view = TensorView::contiguous(kv.data(), DType::fp8_e4m3, {N, c.config.head_dim});
   kv_view.strides[0] = pb.kv_stride;
-  TensorView out = TensorView::contiguous(logits.data(), tensor_dtype(c.config.logits), {T, N});
+  TensorView out = TensorView::contiguous(logits.data(), tensor_dtype(c.config.logits), {T, width});
   out.strides[0] = stride;
   mqa_logits(TensorView::contiguous(q.data(), DType::fp8_e4m3, {T, c.config.heads, c.config.head_dim}), kv_view,
              TensorView::contiguous(scales_data, DType::f32, {N}),
@@ -71,18 +76,21 @@ PrefillComparison run_prefill_case(GpuSession& gpu, const PrefillCase& c) {
     const reference::KeyWindow win = reference::key_window(in, t);
     for (std::int64_t s = 0; s < stride && r.passed; ++s) {
       const std::size_t gi = static_cast<std::size_t>(t * stride + s);
-      const auto where = [&] { return fmt::format("token {} column {} (window [{}, {}))", t, s, win.start, win.end); };
-      if (s >= N) {
+      const std::int64_t key = compressed ? win.start + s : s;
+      const auto where = [&] {
+        return fmt::format("token {} column {} key {} (window [{}, {}))", t, s, key, win.start, win.end);
+      };
+      if (s >= width) {
         if (!poisoned(gi)) fail("row padding written at " + where());
         continue;
       }
       const float got = reference::load_logit(c.config.logits, bytes.data(), gi);
-      if (s < win.start || s >= win.end) {
+      if (key < win.start || key >= win.end) {
         if (c.fill_masked ? !(std::isinf(got) && got < 0) : !poisoned(gi))
           fail(fmt::format("{} outside the window at {}", c.fill_masked ? "not -inf" : "written", where()));
         continue;
       }
-      const float want = reference::round_to(c.config.logits, static_cast<float>(ref[static_cast<std::size_t>(t) * N + s]));
+      const float want = reference::round_to(c.config.logits, static_cast<float>(ref[static_cast<std::size_t>(t * width + s)]));
       if (std::bit_cast<std::uint32_t>(got) != std::bit_cast<std::uint32_t>(want))
         fail(fmt::format("logit {} instead of {} at {}", got, want, where()));
       ++r.checked;
