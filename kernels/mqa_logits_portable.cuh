@@ -92,10 +92,10 @@ __device__ void mqa_logits_portable(const MqaLogitsParams& p) {
       const int i = tid, s = s0 + i;
       int bin = -1;
       if (i < columns) {
-        const int column = p.compressed ? s - w.start : s;  // compressed rows start at the window's first key
         if (s < w.start || s >= w.end) {
           if (p.fill_masked) Store::store(p.logits, row + s, negative_infinity());  // never compressed (host)
-        } else if (column < p.width) {
+        } else {
+          const int column = p.compressed ? s - w.start : s;  // compressed rows start at the window's first key
           float sum = 0.0f;
 #pragma unroll
           for (int g = 0; g < kHeadGroups; ++g) sum += partial_s[g * kMqaKeys + i];

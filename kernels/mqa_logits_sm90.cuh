@@ -86,11 +86,19 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
     for (int i = tid; i < kG * kCoarseBins; i += kThreads) sm.hist[i] = 0;
   for (int i = tid; i < kN; i += kThreads)
     sm.weights[i] = t0 + i / kHeads < p.tokens ? p.weights[static_cast<long long>(t0) * kHeads + i] : 0.0f;
-  int* const windows = sm.block_ids;  // [start, end) of each token's window, for the consumers' stores
-  static_assert(2 * kG <= kSm90MaxBlocksPerSplit, "the windows fit the (here unused) block-id slots");
+  // For the consumers' stores, per token: the stored keys [start, end), and the element offset of key 0
+  // in its logits row (a compressed row starts at the window's first key), so that a store costs what it
+  // cost before the compressed form.
+  int* const windows = sm.block_ids;
+  long long* const origins = reinterpret_cast<long long*>(windows + 2 * kG);
+  static_assert(kLayout.block_ids % 8 == 0 && 4 * kG <= kSm90MaxBlocksPerSplit,
+                "the windows and the 8-byte row origins fit the (here unused) block-id slots");
   if (tid == 0) {
 #pragma unroll
-    for (int j = 0; j < kG; ++j) windows[2 * j] = starts[j], windows[2 * j + 1] = ends[j];
+    for (int j = 0; j < kG; ++j) {
+      windows[2 * j] = starts[j], windows[2 * j + 1] = ends[j];
+      origins[j] = static_cast<long long>(t0 + j) * p.logits_stride - (p.compressed ? starts[j] : 0);
+    }
   }
   __syncthreads();
 
@@ -150,13 +158,10 @@ __device__ void mqa_logits_sm90(const MqaLogitsSm90Params& params) {
       for (int n = 0; n < Tile::kOwned; ++n) {
         const int j = Tile::owned_row(n, quad);
         if (!Tile::owns(n, quad) || t0 + j >= p.tokens || key >= p.keys) continue;
-        const int column = p.compressed ? key - windows[2 * j] : key;
-        // Not compressed: column < width = N always; compressed: fill_masked is 0 (the host refuses both).
-        const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1] && column < p.width;
+        const bool inside = key >= windows[2 * j] && key < windows[2 * j + 1];
         if (kHistogram && inside) count_stored(sm.hist + j * kCoarseBins, Store::rounded(sum[n]));
-        if (inside || p.fill_masked)
-          Store::store(p.logits, static_cast<long long>(t0 + j) * p.logits_stride + column,
-                       inside ? sum[n] : negative_infinity());
+        // fill_masked is never set with a compressed row (the host refuses both).
+        if (inside || p.fill_masked) Store::store(p.logits, origins[j] + key, inside ? sum[n] : negative_infinity());
       }
       ring.advance();
     }
