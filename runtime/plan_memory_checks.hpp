@@ -15,8 +15,8 @@ namespace flash_indexer {
 // TMA accesses assume of cuMemAlloc's memory.
 inline void check_plan_memory(std::string_view op, const PlanMemory& memory, std::size_t required) {
   if (reinterpret_cast<std::uintptr_t>(memory.data) % 256 != 0)
-    throw ArgumentError(fmt::format("{}: memory.data: expected a 256-byte aligned device address, got {}", op,
-                                    fmt::ptr(memory.data)));
+    throw ArgumentError(
+        fmt::format("{}: memory.data: expected a 256-byte aligned device address, got {}", op, fmt::ptr(memory.data)));
   if (memory.bytes < required)
     throw ArgumentError(
         fmt::format("{}: memory.bytes: expected at least {} (required_bytes(config)), got {}", op, required, memory.bytes));

@@ -246,9 +246,19 @@ def set_num_sms(num_sms):
     _num_sms = int(num_sms)
 
 
-def _no_indices(op, indices):
-    if indices is not None:
-        raise ValueError(f"{op}: indices: DeepGEMM's per-token request indices are not supported; pass None")
+def _check_indices(op, indices, tokens, next_n=1):
+    """DeepGEMM's varlen form: `indices` (int32 [tokens]) names each query token's request, the tokens of
+    a request consecutive, with next_n 1 and a context length and block-table row per token. The ids let
+    DeepGEMM read a request's keys once for all its tokens; every token's logits are those of its own
+    row, which is what scoring each token as its own request gives, so they are checked and not needed."""
+    if indices is None:
+        return
+    if next_n != 1:
+        raise ValueError(f"{op}: indices: expected next_n = 1 with per-token request indices, got next_n {next_n}")
+    dtype = str(getattr(indices, "dtype", "")).replace("torch.", "")
+    if getattr(indices, "dim", lambda: -1)() != 1 or indices.shape[0] != tokens or dtype != "int32":
+        raise ValueError(f"{op}: indices: expected int32 [{tokens}] (the request of each query token), got "
+                         f"{dtype or type(indices).__name__} {list(getattr(indices, 'shape', []))}")
 
 
 def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None):
@@ -259,7 +269,7 @@ def get_paged_mqa_logits_metadata(context_lens, block_kv, num_sms, indices=None)
 
     if block_kv != 64:
         raise ValueError(f"get_paged_mqa_logits_metadata: block_kv: expected 64, got {block_kv}")
-    _no_indices("get_paged_mqa_logits_metadata", indices)
+    _check_indices("get_paged_mqa_logits_metadata", indices, context_lens.shape[0])
     return torch.zeros((int(num_sms) + 1, 2), dtype=torch.int32, device=context_lens.device)
 
 
@@ -268,12 +278,13 @@ def fp8_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, schedu
     """DeepGEMM's fp8_paged_mqa_logits: returns new logits [B * next_n, max_context_len] (float32 unless
     `logits_dtype` says float16 / bfloat16) of q (float8_e4m3fn [B, next_n, H, D]) against the paged FP8
     cache (uint8 [num_blocks, 64, 1, D + 4]), on the current torch stream. Columns past a row's length
-    are unspecified, or -inf with clean_logits=True. `schedule_meta` is accepted and ignored;
+    are unspecified, or -inf with clean_logits=True. `schedule_meta` is accepted and ignored; `indices`
+    (DeepGEMM's varlen form, int32 [B] request ids with next_n 1) is checked, the result is the same;
     `histogram` (int32 [B * next_n, 1024], zeroed by the caller) receives the coarse-bin counts."""
     import torch
 
     del schedule_meta  # the kernel schedules itself
-    _no_indices("fp8_paged_mqa_logits", indices)
+    _check_indices("fp8_paged_mqa_logits", indices, q.shape[0], q.shape[1])
     dtype = torch.float32 if logits_dtype is None else logits_dtype
     rows = q.shape[0] * q.shape[1]
     logits = torch.empty((rows, int(max_context_len)), dtype=dtype, device=q.device)
@@ -291,8 +302,8 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
     import torch
 
     del schedule_meta  # the kernel schedules itself
-    _no_indices("fp8_fp4_paged_mqa_logits", indices)
     values, scales = q if isinstance(q, (tuple, list)) else (q, None)
+    _check_indices("fp8_fp4_paged_mqa_logits", indices, values.shape[0], values.shape[1])
     dtype = torch.float32 if logits_dtype is None else logits_dtype
     rows = values.shape[0] * values.shape[1]
     logits = torch.empty((rows, int(max_context_len)), dtype=dtype, device=values.device)

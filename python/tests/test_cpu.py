@@ -374,6 +374,15 @@ def test_deepgemm_compatible_logits_allocate_and_pass_through(monkeypatch):
     assert meta.shape == (133, 2)
     with pytest.raises(ValueError, match="fp8_paged_mqa_logits: indices"):
         fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 100, False, "indices")
+    # DeepGEMM's varlen form: request ids per query token, next_n 1; the call is the per-token one.
+    with pytest.raises(ValueError, match="indices: expected next_n = 1"):
+        fi.fp8_paged_mqa_logits(q, "kv", "w", "lens", "table", meta, 100, False, FakeTensor((3,), dtype="int32"))
+    tokens = FakeTensor((5, 1, 64, 128))
+    with pytest.raises(ValueError, match=r"indices: expected int32 \[5\]"):
+        fi.fp8_paged_mqa_logits(tokens, "kv", "w", "lens", "table", meta, 100, False, FakeTensor((4,), dtype="int32"))
+    calls.clear()
+    fi.fp8_paged_mqa_logits(tokens, "kv", "w", "lens", "table", meta, 100, False, FakeTensor((5,), dtype="int32"))
+    assert calls[-1][0][0] is tokens
     out = fi.fp8_fp4_paged_mqa_logits((q, None), "kv", "w", "lens", "table", meta, 100, clean_logits=False,
                                       logits_dtype="bfloat16")
     assert out.shape == (6, 100) and out.dtype == "bfloat16"

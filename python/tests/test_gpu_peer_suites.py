@@ -27,10 +27,10 @@ Mirrored (written from reading the peers' tests; no code taken from them):
   window-local prefill indices. The comparison is theirs: the selected set may differ from
   torch.topk's only among equal values, so the selected values' multiset must equal torch.topk's.
 
-Skipped, with the reason in each skip: head_dim 32 in the paged op (its kernels are built for D 64 and 128),
-block_kv 32 (the cache block is 64 tokens, contract §2). Not mirrored: DeepGEMM's
-MXFP4 / MXFP8 formats and weight dtypes of SM100 kernels, its per-token `indices` (varlen) form, and the
-timing parts of both suites. The grids are subsampled (each subsample is named where the cases are
+Skipped, with the reason in each skip: head_dim 32 in the paged op (its kernels are built for D 64 and 128)
+and block_kv 32 (the cache block is 64 tokens, contract §2), both from DeepGEMM's SM100 grid (its SM90
+kernels take neither). Also mirrored from that grid: the varlen `indices` form. Not mirrored: DeepGEMM's
+MXFP4 / MXFP8 formats and weight dtypes of SM100 kernels, and the timing parts of both suites. The grids are subsampled (each subsample is named where the cases are
 listed) to keep the module near a minute on an H100 once its kernels are in the kernel cache.
 """
 import collections
@@ -291,6 +291,37 @@ def test_paged_mqa_logits_as_the_peers_check_them(case):
     for _ in range(2):
         again = call()
         assert torch.equal(again.masked_fill(~live, 0), logits.masked_fill(~live, 0))
+
+
+def test_paged_mqa_logits_varlen_indices_as_deepgemm_builds_them():
+    # DeepGEMM's varlen form (its SM100 grid; SM90 DeepGEMM refuses it): 1-6 query tokens per request, the
+    # request id of each token, next_n 1, each token its own causal length and its request's block-table
+    # row. Each token's logits are those of its own row, so they must be the per-token call's (checked
+    # against the references above) bit for bit, at the live positions.
+    torch.manual_seed(0)
+    dev, B, H, D, width = "cuda", 12, 64, 128, 8192
+    per = torch.randint(1, 7, (B,), device=dev)
+    indices = torch.arange(B, dtype=torch.int32, device=dev).repeat_interleave(per)
+    tokens = indices.numel()
+    first = torch.cumsum(per, 0) - per  # each request's first token
+    offset = torch.arange(tokens, device=dev) - first.repeat_interleave(per)
+    lens = (torch.randint(1000, width - 8, (B,), device=dev).repeat_interleave(per) + offset).to(torch.int32)
+    lens = lens.clamp_max(width).reshape(tokens, 1)
+    blocks = (width + BLOCK - 1) // BLOCK
+    cache = fused_fp8_cache(torch.randn((B * blocks, BLOCK, D), dtype=torch.bfloat16, device=dev))
+    table = torch.randperm(B * blocks, dtype=torch.int32, device=dev).reshape(B, blocks).repeat_interleave(per, 0)
+    q = torch.randn((tokens, 1, H, D), dtype=torch.bfloat16, device=dev).to(torch.float8_e4m3fn)
+    weights = torch.randn((tokens, H), dtype=torch.float32, device=dev)
+    meta = fi.get_paged_mqa_logits_metadata(lens, BLOCK, fi.get_num_sms(), indices)
+    got = fi.fp8_fp4_paged_mqa_logits((q, None), cache, weights, lens, table, meta, width, False, torch.float32,
+                                      indices)
+    want = fi.fp8_fp4_paged_mqa_logits((q, None), cache, weights, lens, table, meta, width, False, torch.float32)
+    torch.cuda.synchronize()
+    live = torch.arange(width, device=dev)[None, :] < lens
+    assert got.shape == (tokens, width) and torch.equal(got[live], want[live])
+    with pytest.raises(ValueError, match="indices: expected int32"):
+        fi.fp8_fp4_paged_mqa_logits((q, None), cache, weights, lens, table, meta, width, False, torch.float32,
+                                    indices.long())
 
 
 def test_paged_mqa_logits_metadata_has_deepgemms_shape_for_empty_requests():
