@@ -45,7 +45,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 BLOCK = 64  # tokens per cache block (contract §2)
 FP8_MAX = 448.0  # the largest finite FP8 E4M3FN value
 DEEPGEMM_WIDTH = 111 * 1024  # the logits width DeepGEMM's paged test uses
-SKIP_HEAD_DIM_32 = "head_dim 32 is not supported in the paged op yet: its kernels are built for D 64 and 128 (contract §1.1)"
+SKIP_HEAD_DIM_32 = ("head_dim 32 is not supported in the paged op: its kernels are built for D 64 and 128 (contract §1.1); "
+                    "DeepGEMM takes it on SM100 only")
 
 
 @pytest.fixture(autouse=True)
@@ -211,7 +212,8 @@ def test_paged_mqa_logits_as_the_peers_check_them(case):
         with pytest.raises(ValueError, match="block_kv"):
             fi.get_paged_mqa_logits_metadata(torch.zeros((4, 1), dtype=torch.int32, device="cuda"), case.block_kv,
                                              fi.get_num_sms())
-        pytest.skip(f"block_kv {case.block_kv} is not supported: the cache block is 64 tokens (contract §2)")
+        pytest.skip(f"block_kv {case.block_kv} is not supported: the cache block is 64 tokens (contract §2); "
+                    "DeepGEMM takes it on SM100 only")
     if case.head_dim == 32:
         pytest.skip(SKIP_HEAD_DIM_32)
     torch.manual_seed(0)
