@@ -12,7 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_call.hpp"
-#include "plan_memory_checks.hpp"
+#include "plan_memory.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
 
@@ -79,16 +79,9 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   histogram_offset_ = layout.histogram_offset;
   workspace_offset_ = layout.workspace_offset;
   bytes_ = layout.bytes;
-  if (memory.data != nullptr) check_plan_memory("DecodePlan", memory, bytes_);
-  current_context("DecodePlan");  // a clear error without a current context
-  if (memory.data != nullptr) {
-    memory_ = reinterpret_cast<std::uintptr_t>(memory.data);
-    owns_memory_ = false;
-  } else {
-    CUdeviceptr allocated = 0;
-    FI_CU(cuMemAlloc, fmt::format("DecodePlan workspace of {} bytes", bytes_), &allocated, bytes_);
-    memory_ = allocated;
-  }
+  const PlanBuffer buffer = acquire_plan_buffer("DecodePlan", memory, bytes_);
+  memory_ = buffer.address;
+  owns_memory_ = buffer.owned;
   try {
     PagedMqaLogitsConfig logits{config_.next_n,    config_.heads,  config_.head_dim,     64,
                                 config_.histogram, config_.logits, current_device_arch()};

@@ -12,7 +12,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "mqa_logits_call.hpp"
-#include "plan_memory_checks.hpp"
+#include "plan_memory.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
 
@@ -82,16 +82,9 @@ PrefillPlan::PrefillPlan(const PrefillPlanConfig& config, PlanMemory memory) : c
   chunk_tokens_ = layout.chunk_tokens;
   workspace_offset_ = layout.workspace_offset;
   bytes_ = layout.bytes;
-  if (memory.data != nullptr) check_plan_memory("PrefillPlan", memory, bytes_);
-  current_context("PrefillPlan");  // a clear error without a current context
-  if (memory.data != nullptr) {
-    memory_ = reinterpret_cast<std::uintptr_t>(memory.data);
-    owns_memory_ = false;
-  } else {
-    CUdeviceptr allocated = 0;
-    FI_CU(cuMemAlloc, fmt::format("PrefillPlan workspace of {} bytes", bytes_), &allocated, bytes_);
-    memory_ = allocated;
-  }
+  const PlanBuffer buffer = acquire_plan_buffer("PrefillPlan", memory, bytes_);
+  memory_ = buffer.address;
+  owns_memory_ = buffer.owned;
   try {
     warm_mqa_logits({config_.heads, config_.head_dim, false, config_.logits, current_device_arch()});
     warm_topk(config_.logits);

@@ -298,8 +298,8 @@ void bind_reference(nb::module_& m) {
 fi::PlanMemory plan_memory(const char* op, const std::optional<AnyArray>& memory) {
   if (!memory) return {};
   const fi::TensorView v = device_view(op, "memory", *memory);
-  if (v.dtype != fi::DType::u8 || v.rank != 1 || (v.shape[0] > 1 && v.strides[0] != 1))
-    throw fi::ArgumentError(fmt::format("{}: memory: expected a contiguous 1-D uint8 CUDA tensor", op));
+  if (v.dtype != fi::DType::u8 || v.rank != 1 || (v.shape[0] > 1 && v.strides[0] != 1) || v.data == nullptr)
+    throw fi::ArgumentError(fmt::format("{}: memory: expected a contiguous, non-empty 1-D uint8 CUDA tensor", op));
   return {v.data, static_cast<std::size_t>(v.shape[0])};
 }
 

@@ -192,7 +192,7 @@ def test_decode_plan_takes_the_callers_memory_and_checks_it():
         fi.DecodePlan(**config, memory=buffer[: need - 256])
     with pytest.raises(ValueError, match="memory.data: expected a 256-byte aligned"):
         fi.DecodePlan(**config, memory=buffer[16: need + 16])
-    with pytest.raises(ValueError, match="memory: expected a contiguous 1-D uint8"):
+    with pytest.raises(ValueError, match="memory: expected a contiguous, non-empty 1-D uint8"):
         fi.DecodePlan(**config, memory=buffer.view(torch.int32))
 
 
