@@ -111,19 +111,23 @@ __device__ void select_tile(const TopkTile<In>& t, float above_at, float candida
   run.candidates += static_cast<int>(tile_total >> 16);
 }
 
-// A cutoff key for a long streamed row, from a sample of it: kTopkThreads * 8 logits per 64K columns
+// Cutoff keys for a long streamed row, from a sample of it: kTopkThreads * 8 logits per 64K columns
 // (up to 4 rounds), in 16-byte vectors spread evenly over [begin, end) (a 16-byte aligned row), counted
-// in selector bins. The cutoff is where the sample's running count reaches `target` scaled to the
+// in selector bins. A cutoff is where the sample's running count reaches its target scaled to the
 // sample, placed inside that bin by linear interpolation (keys are linear in the value within a bin).
-// The caller selects every column at or above it and keeps the result only if between k and
-// kTopkCandidates columns qualify; any cutoff gives the exact answer, a good one saves passes. The
+// `candidate` aims at (k + C) / 2 columns (C = kTopkCandidates). Up to k = C / 2 every column at or above
+// it is a candidate (`above` past every key). Beyond, the window [k, C] the caller accepts for that
+// count leaves no room for the sample's error (at k = C it is one value), so the targets become
+// k + C / 4 and, for `above`, k - C / 4: the columns at or above `above` are winners outright, and the
+// caller keeps the result if fewer than k are and, with the candidates, at least k, within C
+// candidates. Any cutoffs give the exact answer, good ones save passes. The
 // sample grows with the row so that about 200 sampled logits pass the cutoff: with 48 (a fixed
 // 4096-logit sample of a 256K row) 1-3 rows in 128 miss the window, and a missed row streams
 // its row three more times on one CTA, which then decides the kernel's time. Every thread of the block
 // must call it.
 template <class In>
-__device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int target, uint4* scratch, int scratch_vectors,
-                                       TopkSmem& sm) {
+__device__ KeyBounds sampled_cutoffs(const void* row, int begin, int end, int k, uint4* scratch, int scratch_vectors,
+                                     TopkSmem& sm) {
   constexpr int kPer = 16 / static_cast<int>(sizeof(typename In::Raw));
   // At most what the staging ring holds (two rounds of FP32 on the 2-stage parts).
   const int rounds = min(min(4, scratch_vectors / (kTopkThreads * (8 / kPer))), max(1, (end - begin + 65535) / 65536));
@@ -148,15 +152,24 @@ __device__ unsigned int sampled_cutoff(const void* row, int begin, int end, int 
     }
   }
   __syncthreads();
-  const int want = max(1, static_cast<int>((static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin)));
-  const Threshold d = find_threshold<kCoarseBins>(sm.hist, want, false, sm);
-  if (d.bin >= kCoarseBins) return In::kMinKey;  // too few in the sample: everything qualifies (and overflows)
-  const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
-  const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
-  // The wanted count's share of the bin, from its top.
-  const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - d.above) /
-                                                                   static_cast<float>(d.count) * static_cast<float>(hi - lo));
-  return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+  // The key at or above which about `target` of the row's columns lie; `none` where the sample holds fewer.
+  auto cutoff = [&](int target, unsigned int none) {
+    const int want = max(1, static_cast<int>((static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin)));
+    const Threshold d = find_threshold<kCoarseBins>(sm.hist, want, false, sm);
+    if (d.bin >= kCoarseBins) return none;
+    const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
+    const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
+    // The wanted count's share of the bin, from its top.
+    const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - d.above) /
+                                                                     static_cast<float>(d.count) * static_cast<float>(hi - lo));
+    return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+  };
+  constexpr int kC = kTopkCandidates;
+  KeyBounds b;
+  // Too few sampled logits: every column qualifies (and overflows the buffer: the caller counts instead).
+  b.candidate = cutoff(k + max((kC - k) / 2, kC / 4), In::kMinKey);
+  b.above = k > kC / 2 ? max(cutoff(k - kC / 4, In::kMaxKey + 1), b.candidate) : In::kMaxKey + 1;
+  return b;
 }
 
 // Rows from this long (per CTA, no histogram given) are selected from a sampled cutoff in one pass.
@@ -189,14 +202,13 @@ __device__ void topk_split(const TopkParams& p) {
   const bool resident = vectors <= kStages * kStageVectors;
   // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
   // instead of two. The sample is taken first, while little else is live (registers: two CTAs per SM).
-  // Only up to k = kTopkCandidates / 2: the accepted window [k, kTopkCandidates] of the cutoff's count
-  // must leave room for the sample's error (at k = 4096 it would be one value and nearly every row missed).
-  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns &&
-                    k <= kTopkCandidates / 2;
+  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns;
   // Kept in shared memory until the first pass needs it (a register less across the loop).
   if (may_sample) {
-    // Every thread writes the same value, so no barrier is needed before the reads.
-    sm.key_bounds[0] = sampled_cutoff<In>(row, begin, end, (k + kTopkCandidates) / 2, topk_stages, kStages * kStageVectors, sm);
+    // Every thread writes the same values, so no barrier is needed before the reads.
+    const KeyBounds b = sampled_cutoffs<In>(row, begin, end, k, topk_stages, kStages * kStageVectors, sm);
+    sm.key_bounds[0] = b.candidate;
+    sm.key_bounds[1] = b.above;
   }
   if (threadIdx.x == 0) sm.kth_key = ~0u;
   if (resident && vectors > 0) {  // loaded once; every pass reads it
@@ -326,7 +338,7 @@ __device__ void topk_split(const TopkParams& p) {
     if (need_threshold && may_sample) {
       may_sample = false;
       sampling = true;
-      bounds.above = In::kMaxKey + 1;  // nothing is "above": every column at or past the cutoff is a candidate
+      bounds.above = sm.key_bounds[1];  // past every key up to k = C / 2: every column at or past the cutoff is a candidate
       bounds.candidate = sm.key_bounds[0];
       need_threshold = false;
     } else if (need_threshold) {
@@ -349,10 +361,10 @@ __device__ void topk_split(const TopkParams& p) {
     total = select_row(bounds, verify);
     if (sampling) {
       sampling = false;
-      if (total.candidates >= k && total.candidates <= kTopkCandidates) {
+      if (total.above < k && total.above + total.candidates >= k && total.candidates <= kTopkCandidates) {
         sampled = true;
         t.bin = 0;  // refine the candidates (the report's bin comes from the k-th key)
-        t.total = total.candidates;
+        t.total = total.above + total.candidates;
         break;
       }
       need_threshold = true;  // the cutoff missed: count the row
