@@ -293,6 +293,19 @@ __device__ __forceinline__ KeyBounds selector_key_bounds(int bin_t) {
   return k;
 }
 
+// A sampled cutoff: the key at or above which about `want` sampled logits lie, where the running count
+// (best bin first) reaches `want` in selector bin `bin`, with `above` counted before it and `count` in it.
+// Placed inside the bin by linear interpolation from its top (keys are linear in the value within a
+// selector bin).
+template <class In>
+__device__ __forceinline__ unsigned int interpolated_selector_key(int bin, int above, int count, int want) {
+  const unsigned long long lo = In::lowest_key_of_selector_bin(bin);
+  const unsigned long long hi = bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(bin - 1);
+  const unsigned long long share =
+      static_cast<unsigned long long>(static_cast<float>(want - above) / static_cast<float>(count) * static_cast<float>(hi - lo));
+  return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+}
+
 // Chooses `need` of the first `size` (1..kTopkCandidates) candidates in shared memory (largest keys;
 // equal keys by ascending position, which is ascending column) and writes them in candidate order to
 // out[first ...]. Every candidate's key is in [lo, hi). Each round counts kRefineBits-bit digits of

@@ -288,24 +288,16 @@ __device__ void topk_filter(const TopkParams& p) {
         cluster::sync();
       }
     }
-    // The key at or above which about `w` sampled columns lie: inside the bin where the count reaches w,
-    // by linear interpolation.
-    auto interpolated = [](const FoundBin& f, int w) {
-      const unsigned long long lo = In::lowest_key_of_selector_bin(f.bin);
-      const unsigned long long hi = f.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(f.bin - 1);
-      const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(w - f.above) /
-                                                                       static_cast<float>(f.count) * static_cast<float>(hi - lo));
-      return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
-    };
     const FoundBin s = scan_threshold<kThreads, 2>(d, want, sm);
     unsigned int high = In::kMaxKey + 1;
     if (want_high >= 1) {
       // Interpolated like the cutoff: a bin's edge would leave up to a whole bin more candidates, past
       // the buffer at k near C.
       const FoundBin h = scan_threshold<kThreads, 2>(d, want_high, sm);
-      if (h.bin < kTopkSelectorBins) high = interpolated(h, want_high);
+      if (h.bin < kTopkSelectorBins) high = interpolated_selector_key<In>(h.bin, h.above, h.count, want_high);
     }
-    const unsigned int cutoff = s.bin < kTopkSelectorBins ? interpolated(s, want) : In::kMinKey;
+    const unsigned int cutoff =
+        s.bin < kTopkSelectorBins ? interpolated_selector_key<In>(s.bin, s.above, s.count, want) : In::kMinKey;
     th = {cutoff, max(high, cutoff), k, 0};
     sampled = true;
   } else {

@@ -156,13 +156,7 @@ __device__ KeyBounds sampled_cutoffs(const void* row, int begin, int end, int k,
   auto cutoff = [&](int target, unsigned int none) {
     const int want = max(1, static_cast<int>((static_cast<long long>(target) * sample + (end - begin) - 1) / (end - begin)));
     const Threshold d = find_threshold<kCoarseBins>(sm.hist, want, false, sm);
-    if (d.bin >= kCoarseBins) return none;
-    const unsigned long long lo = In::lowest_key_of_selector_bin(d.bin);
-    const unsigned long long hi = d.bin == 0 ? In::kMaxKey + 1ull : In::lowest_key_of_selector_bin(d.bin - 1);
-    // The wanted count's share of the bin, from its top.
-    const unsigned long long share = static_cast<unsigned long long>(static_cast<float>(want - d.above) /
-                                                                     static_cast<float>(d.count) * static_cast<float>(hi - lo));
-    return static_cast<unsigned int>(max(lo, hi - min(share + 1, hi - lo)));
+    return d.bin >= kCoarseBins ? none : interpolated_selector_key<In>(d.bin, d.above, d.count, want);
   };
   constexpr int kC = kTopkCandidates;
   KeyBounds b;

@@ -128,16 +128,7 @@ MqaLogitsCall check_mqa_logits(std::string_view op, const TensorView& q, const T
 
   const TensorView& histogram = options.histogram;
   l.config.histogram = histogram.rank != 0;
-  if (l.config.histogram) {
-    TensorChecks hc(op, "histogram", histogram);
-    hc.dtype({DType::i32})
-        .rank({2})
-        .dim(0, tokens, "T = q.shape[0]")
-        .dim(1, kCoarseBins, "coarse bins")
-        .contiguous()
-        .not_null()
-        .aligned(8);
-  }
+  if (l.config.histogram) check_coarse_histogram(op, histogram, tokens, "T = q.shape[0]");
 
   auto& p = l.params;
   p.q = static_cast<const unsigned char*>(q.data);

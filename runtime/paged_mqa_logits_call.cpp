@@ -151,16 +151,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
 
   const TensorView& histogram = options.histogram;
   l.config.histogram = histogram.rank != 0;
-  if (l.config.histogram) {
-    TensorChecks hc(op, "histogram", histogram);
-    hc.dtype({DType::i32})
-        .rank({2})
-        .dim(0, rows, "B * next_n")
-        .dim(1, kCoarseBins, "coarse bins")
-        .contiguous()
-        .not_null()
-        .aligned(8);
-  }
+  if (l.config.histogram) check_coarse_histogram(op, histogram, rows, "B * next_n");
 
   auto& p = l.params;
   p.q = static_cast<const unsigned char*>(q.data);

@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/tensor.hpp"
 
@@ -95,5 +96,19 @@ class TensorChecks {
   std::string_view name_;
   const TensorView& v_;
 };
+
+// A coarse histogram argument (contract §3): int32 [rows, 1024], contiguous, 8-byte aligned; `rows_name`
+// says where its rows come from.
+inline void check_coarse_histogram(std::string_view op, const TensorView& histogram, std::int64_t rows,
+                                   std::string_view rows_name) {
+  TensorChecks(op, "histogram", histogram)
+      .dtype({DType::i32})
+      .rank({2})
+      .dim(0, rows, rows_name)
+      .dim(1, kCoarseBins, "coarse bins")
+      .contiguous()
+      .not_null()
+      .aligned(8);
+}
 
 }  // namespace flash_indexer

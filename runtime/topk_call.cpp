@@ -85,10 +85,7 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     TensorChecks vc(op, "values", options.values);
     vc.dtype({DType::f32}).rank({2}).dim(0, rows, "rows").dim(1, k, "k").contiguous().not_null().aligned(4);
   }
-  if (options.histogram.rank != 0) {
-    TensorChecks hc(op, "histogram", options.histogram);
-    hc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows").dim(1, kCoarseBins, "coarse bins").contiguous().not_null().aligned(8);
-  }
+  if (options.histogram.rank != 0) check_coarse_histogram(op, options.histogram, rows, "rows");
 
   if (options.block_table.rank != 0) {
     TensorChecks tc(op, "block_table", options.block_table);
