@@ -5,6 +5,18 @@
 namespace flash_indexer {
 namespace kernels {
 
+// The barrier of a scan's threads: the whole CTA (__syncthreads), or named barrier kId over the first
+// kThreads threads, for code that runs on part of a CTA (the decode step's selection runs on the logits
+// kernel's consumer warpgroups while its producer warpgroup has left).
+struct CtaSync {
+  __device__ __forceinline__ static void sync() { __syncthreads(); }
+};
+template <int kId, int kThreads>
+struct NamedSync {
+  static_assert(kThreads % 32 == 0, "whole warps");
+  __device__ __forceinline__ static void sync() { asm volatile("bar.sync %0, %1;" ::"n"(kId), "n"(kThreads) : "memory"); }
+};
+
 // Inclusive prefix sum of `x` over the lanes of a warp in lane order, summed over the first kLanes lanes
 // (every lane of the warp must call it).
 template <int kLanes = 32, class T>
@@ -18,7 +30,7 @@ __device__ __forceinline__ T warp_inclusive_sum(T x) {
   return x;
 }
 
-template <int kThreads>
+template <int kThreads, class Sync = CtaSync>
 struct BlockScan {
   static_assert(kThreads % 32 == 0 && kThreads <= 1024, "whole warps, at most 32");
   static constexpr int kWarps = kThreads / 32;
@@ -34,7 +46,7 @@ struct BlockScan {
     const int warp = threadIdx.x >> 5;
     const T inclusive = warp_inclusive_sum(x);
     if (lane == 31) scratch[warp] = inclusive;
-    __syncthreads();
+    Sync::sync();
     if constexpr (kWarps == 32) {
       // 1024 threads: lane l reads warp l's total and one more warp scan gives every warp its offset,
       // one shared-memory read per thread instead of 32 (with 32 reads the scan took 3.5K of the 14.8K
@@ -60,7 +72,7 @@ struct BlockScan {
   template <class T>
   __device__ static T exclusive(T x, T* scratch, T& total) {
     const T before = exclusive_last(x, scratch, total);
-    __syncthreads();
+    Sync::sync();
     return before;
   }
 

@@ -87,12 +87,19 @@ __device__ __forceinline__ void store_owned_values(const PagedMqaLogitsParams& p
   }
 }
 
+// What runs after a CTA's logits: nothing, or the decode step's selection (decode_step.cuh), called by
+// every thread as tail(grid row, KV blocks covered, dynamic shared memory).
+struct NoLogitsTail {
+  static constexpr bool kActive = false;
+  __device__ __forceinline__ void operator()(int, int, unsigned char*) const {}
+};
+
 // kMxfp4: the MXFP4 cache and query (contract §2.2, D = 128), converted to E4M3 (mxfp4_e4m3.cuh): the
 // query once per CTA into shared memory with its heads' factors folded into their weights, each block's
 // keys by the consumer that takes it straight into the wgmma's A fragments (registers), after which the
 // math is the FP8 path's.
-template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
-__device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
+template <int kNextN, int kHeads, int kHeadDim, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false, class Tail = NoLogitsTail>
+__device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params, const Tail& tail = Tail{}) {
   await_previous_kernel();  // before this kernel's first global memory access
   using Tile = Sm90MqaTile<kNextN, kHeads, kHeadDim>;
   constexpr int kN = Tile::kN;
@@ -188,7 +195,12 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       Store::store(p.logits, row * p.logits_stride + begin + i % (end - begin), negative_infinity());
     }
   }
-  if (count == 0) return;
+  // The KV blocks of row b this CTA covers, for the tail (those past the live ones included).
+  const int covered = min(params.blocks_per_split, (p.width + 63) / 64 - first);
+  if (count == 0) {
+    if constexpr (Tail::kActive) tail(b, covered, smem_raw);
+    return;
+  }
   if constexpr (!kEarly) load_ids_and_weight(count);
 
   // Block i of the split into stage i % kSm90Stages (the stage is free: its previous block released).
@@ -299,6 +311,8 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
         }
       }
     }
+    // A tail runs after the branches join, where the register budget must be the launch's again.
+    if constexpr (Tail::kActive && kForm.moves_registers) sm90::set_max_registers_inc<sm90_launch_registers(kSm90Threads)>();
   } else {
     if constexpr (kForm.moves_registers) sm90::set_max_registers_inc<kForm.consumer_registers>();
     const int lane = tid % 32;
@@ -407,6 +421,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
       }
       ring.advance();
     }
+    if constexpr (Tail::kActive && kForm.moves_registers) sm90::set_max_registers_dec<sm90_launch_registers(kSm90Threads)>();
   }
 
   if constexpr (kHistogram) {
@@ -418,6 +433,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params) {
                   count_in_bin);
     }
   }
+  if constexpr (Tail::kActive) tail(b, covered, smem_raw);
 }
 
 }  // namespace kernels

@@ -17,8 +17,8 @@ struct FoundBin {
 
 // The bin where the running count (bin 0 first) reaches k; thread t holds the counts of bins
 // [t * kPer, (t + 1) * kPer). Every thread calls it; two barriers. Smem has warp_sums[kThreads / 32]
-// and found[4].
-template <int kThreads, int kPer, class Smem>
+// and found[4]. Sync: the threads' barrier (block_scan.cuh).
+template <int kThreads, int kPer, class Smem, class Sync = CtaSync>
 __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   int own = 0;
@@ -26,7 +26,7 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
   for (int i = 0; i < kPer; ++i) own += c[i];
   const int inclusive = warp_inclusive_sum(own);
   if (lane == 31) sm.warp_sums[warp] = static_cast<unsigned int>(inclusive);
-  __syncthreads();
+  Sync::sync();
   // Lane w scans the warp totals; this warp's offset is lane warp - 1's, the total the last warp's.
   constexpr int kWarps = kThreads / 32;
   const int sums = warp_inclusive_sum<kWarps>(lane < kWarps ? static_cast<int>(sm.warp_sums[lane]) : 0);
@@ -50,7 +50,7 @@ __device__ FoundBin scan_threshold(const int (&c)[kPer], int k, Smem& sm) {
       before += c[i];
     }
   }
-  __syncthreads();
+  Sync::sync();
   FoundBin f;
   f.total = total;
   if (total < k) {

@@ -8,10 +8,12 @@
 
 #include "dcp_checks.hpp"
 #include "decode_plan_launch.hpp"
+#include "decode_step.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_call.hpp"
+#include "paged_mqa_logits_kernel.hpp"
 #include "plan_memory.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
@@ -20,6 +22,17 @@ namespace flash_indexer {
 namespace {
 
 constexpr std::size_t align_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
+
+// Whether the one-pass kernel applies to a plan of these shapes (on sm_90a).
+bool step_shapes(const DecodePlanConfig& c) {
+  return decode_step_builds(c.next_n, c.heads, c.head_dim, c.kv, Arch{9, 0, true}) && c.dcp.ranks <= 1 &&
+         c.max_context <= kernels::kStepMaxWidth;
+}
+
+// Whether the plan runs in one pass where the device allows. `automatic` takes two kernels: the one-pass
+// kernel was slower in every measured cell (docs/benchmarks/decode.md, "One pass"), its selection of a
+// row on one CTA being the bound (docs/design/decode-step.md).
+bool one_pass_chosen(const DecodePlanConfig& c) { return c.step == DecodeStep::one_pass && step_shapes(c); }
 
 void check_config(const DecodePlanConfig& c) {
   auto fail = [](std::string_view field, std::string_view expected, long long got) {
@@ -34,6 +47,12 @@ void check_config(const DecodePlanConfig& c) {
     throw ArgumentError(
         "DecodePlan: config.physical_slots: expected false with config.dcp (the indices are global positions, "
         "for topk_merge)");
+  if (c.step != DecodeStep::automatic && c.step != DecodeStep::two_kernels && c.step != DecodeStep::one_pass)
+    fail("step", "automatic, two_kernels or one_pass", static_cast<int>(c.step));
+  if (c.step == DecodeStep::one_pass && !step_shapes(c))
+    throw ArgumentError(
+        "DecodePlan: config.step: one_pass applies to next_n 1..4, heads 32 or 64, head_dim 128, max_context <= 262144 and "
+        "no DCP");
   PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
   logits.variant = PagedMqaLogitsVariant::portable;
   logits.kv = c.kv;
@@ -44,10 +63,17 @@ void check_config(const DecodePlanConfig& c) {
   }
 }
 
-// The one buffer's layout: logits | histogram | top-k workspace, each 256-byte aligned.
+// The arrival counters' bytes before the histogram (16-byte aligned, as the histogram must be).
+std::size_t arrivals_bytes(const DecodePlanConfig& c) {
+  return align_up(static_cast<std::size_t>(c.max_batch) * c.next_n * 4, 16);
+}
+
+// The one buffer's layout: logits | arrivals, histogram | top-k workspace, each 256-byte aligned. The
+// one-pass kernel's arrival counters (one per row) lie right before the histogram, so that one memset
+// zeroes both; both exist where the plan fuses the histogram or may run in one pass.
 struct DecodePlanLayout {
   std::int64_t width = 0;
-  std::size_t histogram_offset = 0, workspace_offset = 0, bytes = 0;
+  std::size_t arrivals_offset = 0, histogram_offset = 0, workspace_offset = 0, bytes = 0;
 };
 
 DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
@@ -56,8 +82,10 @@ DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
   l.width = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(c.max_context, c.dcp)), 64));
   const std::size_t rows = static_cast<std::size_t>(c.max_batch) * c.next_n;
   const std::size_t element = c.logits == LogitsDType::f32 ? 4 : 2;
-  l.histogram_offset = align_up(rows * l.width * element, 256);
-  l.workspace_offset = l.histogram_offset + align_up(c.histogram ? rows * kCoarseBins * 4 : 0, 256);
+  const bool histogram = c.histogram || one_pass_chosen(c);
+  l.arrivals_offset = align_up(rows * l.width * element, 256);
+  l.histogram_offset = l.arrivals_offset + (histogram ? arrivals_bytes(c) : 0);
+  l.workspace_offset = align_up(l.histogram_offset + (histogram ? rows * kCoarseBins * 4 : 0), 256);
   l.bytes = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
   return l;
 }
@@ -76,6 +104,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   const DecodePlanLayout layout = decode_plan_layout(config_);
   width_ = layout.width;
   logits_offset_ = 0;
+  arrivals_offset_ = layout.arrivals_offset;
   histogram_offset_ = layout.histogram_offset;
   workspace_offset_ = layout.workspace_offset;
   bytes_ = layout.bytes;
@@ -83,9 +112,22 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   memory_ = buffer.address;
   owns_memory_ = buffer.owned;
   try {
-    PagedMqaLogitsConfig logits{config_.next_n,    config_.heads,  config_.head_dim,     64,
-                                config_.histogram, config_.logits, current_device_arch()};
+    const Arch arch = current_device_arch();
+    one_pass_ = one_pass_chosen(config_) &&
+                decode_step_builds(config_.next_n, config_.heads, config_.head_dim, config_.kv, arch) &&
+                !portable_forced_by_environment();
+    if (config_.step == DecodeStep::one_pass && !one_pass_)
+      throw ArgumentError(
+          fmt::format("DecodePlan: config.step: one_pass needs the sm_90a kernels (this device is {}{})", arch.name(),
+                      portable_forced_by_environment() ? ", and FLASH_INDEXER_KERNEL=portable forces the portable kernels" : ""));
+    PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, arch};
     logits.kv = config_.kv;
+    if (one_pass_) {  // its grid is the histogram kernel's
+      logits.histogram = true;
+      warm_paged_mqa_logits(logits);
+      warm_decode_step(config_.next_n, config_.heads, config_.head_dim, config_.logits, config_.kv);
+      logits.histogram = config_.histogram;
+    }
     warm_paged_mqa_logits(logits);  // the variant run() uses: automatic
     if (config_.histogram) {
       // run() leaves the histogram out where the top-k rows stay resident (they are counted there).
@@ -112,7 +154,9 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     memory_ = std::exchange(other.memory_, 0);
     owns_memory_ = other.owns_memory_;
     logits_offset_ = other.logits_offset_;
+    arrivals_offset_ = other.arrivals_offset_;
     histogram_offset_ = other.histogram_offset_;
+    one_pass_ = other.one_pass_;
     workspace_offset_ = other.workspace_offset_;
   }
   return *this;
@@ -128,8 +172,10 @@ TensorView DecodePlan::logits(std::int64_t batch) const {
                                 {batch * config_.next_n, width_});
 }
 
+bool DecodePlan::one_pass() const { return one_pass_; }
+
 TensorView DecodePlan::histogram(std::int64_t batch) const {
-  if (!config_.histogram) return {};
+  if (!config_.histogram && !one_pass_) return {};
   return TensorView::contiguous(reinterpret_cast<void*>(memory_ + histogram_offset_), DType::i32,
                                 {batch * config_.next_n, kCoarseBins});
 }
@@ -190,6 +236,20 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     launch.empty = true;
     return launch;
   }
+  if (plan.one_pass() && config.dcp.ranks <= 1) {
+    // One kernel: the logits with the fused histogram, each row selected by the CTA that completes it.
+    // The memset zeroes every arrival counter and the run's histogram rows.
+    PagedMqaLogitsCall with_histogram = logits_call;
+    const TensorView histogram = plan.histogram(batch);
+    with_histogram.config.histogram = true;
+    with_histogram.params.histogram = static_cast<int*>(histogram.data);
+    const std::int64_t counters = static_cast<std::int64_t>(arrivals_bytes(config) / 4);
+    unsigned int* arrivals = static_cast<unsigned int*>(histogram.data) - counters;
+    launch.histogram = TensorView::contiguous(arrivals, DType::i32, {counters + histogram.numel()});
+    launch.one_pass = true;
+    launch.step = prepare_decode_step(op, with_histogram, topk_call.params, arrivals, stream);
+    return launch;
+  }
   launch.topk = prepare_topk(op, topk_call, stream);
   // The register and resident selectors count their rows themselves and read no histogram: there the plan
   // neither zeroes nor fuses one (the same checks pass without it).
@@ -214,6 +274,7 @@ void enqueue(const DecodeLaunch& launch, CUstream stream) {
   if (launch.histogram.data != nullptr)
     FI_CU(cuMemsetD32Async, "DecodePlan::run (zeroing the histogram)", reinterpret_cast<CUdeviceptr>(launch.histogram.data), 0,
           static_cast<std::size_t>(launch.histogram.numel()), stream);
+  if (launch.one_pass) return enqueue(launch.step, stream);
   enqueue(launch.logits, stream);
   enqueue(launch.topk, stream);
 }

@@ -3,6 +3,7 @@
 // built on it (DcpDecodePlan takes the top-k's values too and adds its own steps after them).
 #include <string_view>
 
+#include "decode_step.hpp"
 #include "flash_indexer/decode_plan.hpp"
 #include "paged_mqa_logits_call.hpp"
 #include "topk_call.hpp"
@@ -11,7 +12,9 @@ namespace flash_indexer {
 
 struct DecodeLaunch {
   bool empty = false;    // B = 0: nothing to launch
-  TensorView histogram;  // zeroed first; empty where the run does not use it
+  TensorView histogram;  // zeroed first; empty where the run does not use it (one pass: the arrivals too)
+  bool one_pass = false;  // the step kernel alone, not the logits and top-k kernels
+  DecodeStepLaunch step;
   PagedMqaLogitsLaunch logits;
   TopkLaunch topk;
 };

@@ -188,7 +188,7 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
 }
 
 PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream,
-                                              bool allow_flattened) {
+                                              bool allow_flattened, bool allow_ranges) {
   PagedMqaLogitsLaunch launch;
   const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
   launch.kernel = &kernel;
@@ -224,7 +224,8 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   // last wave runs part-full (DeepGEMM's persistent grid). One CTA per SM was 2-6 % faster than full
   // waves of shorter ranges at n2 H 64 and n3 H 32 from B 64 x 64K on (docs/design/logits-sm90.md, "Grids").
   const unsigned slots = static_cast<unsigned>(kernel.multiprocessors * kernel.ctas_per_sm);
-  if (takes_ranges(launch, call) && static_cast<std::int64_t>(launch.grid_x) * launch.grid_y > slots) set_ranges(launch, slots);
+  if (allow_ranges && takes_ranges(launch, call) && static_cast<std::int64_t>(launch.grid_x) * launch.grid_y > slots)
+    set_ranges(launch, slots);
   return launch;
 }
 
@@ -278,7 +279,15 @@ void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
     return compile_into_disk_cache("warm_paged_mqa_logits", paged_mqa_logits_kernel_spec(config.resolved()));
   }
   current_or_primary_context("warm_paged_mqa_logits");
-  loaded_kernel("warm_paged_mqa_logits", config, nullptr);
+  const LoadedKernel& kernel = loaded_kernel("warm_paged_mqa_logits", config, nullptr);
+  // A small call of this configuration may run as rows of the next_n = 1 kernel (sm90_flattened): that
+  // kernel too, so that a first call under graph capture finds it loaded.
+  if (kernel.variant == static_cast<int>(PagedMqaLogitsVariant::sm90) &&
+      kernels::sm90_paged_form(config.next_n, config.heads, config.kv == KvFormat::mxfp4).flatten_max_row_blocks > 0) {
+    PagedMqaLogitsConfig rows = config;
+    rows.next_n = 1;
+    loaded_kernel("warm_paged_mqa_logits", rows, nullptr);
+  }
 }
 
 }  // namespace flash_indexer

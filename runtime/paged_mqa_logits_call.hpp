@@ -37,9 +37,10 @@ struct PagedMqaLogitsLaunch {
 
 // Not for an empty call. `allow_flattened`: small FP8 calls of next_n >= 2 may run as B * next_n rows of
 // the next_n = 1 kernel (sm90_flattened in sm90_split.hpp); the checks turn it off to test the next_n
-// kernels themselves on small shapes.
+// kernels themselves on small shapes. `allow_ranges`: a grid of several waves may take the ranges form
+// (the decode step, built on the split form, turns it off).
 PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMqaLogitsCall& call, CUstream stream,
-                                              bool allow_flattened = true);
+                                              bool allow_flattened = true, bool allow_ranges = true);
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
 
 // The sm90 grid for `blocks_per_split` (1..kSm90MaxBlocksPerSplit) KV blocks per CTA: what prepare sets

@@ -30,9 +30,13 @@ const bool registered = [] {
       // The four consumers at N = 128 with their weights in registers (112 each): the loop bound (stored
       // once) and a scale address (once per block), reloaded from L1 once per block.
       const bool logits_n2_h64 = spec.key.rfind("paged_mqa_logits.sm90.n2.h64.", 0) == 0;
-      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : resident16 ? 28 : logits_n2_h64 ? 8 : 0));
-      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : resident16 ? 40 : logits_n2_h64 ? 32 : 0));
-      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : resident16 ? 24 : logits_n2_h64 ? 8 : 0));
+      // The one-pass decode step (opt-in, DecodeStep::one_pass): the logits kernel and a row's selection in
+      // one kernel held to the logits kernel's registers; at 80 (two CTAs per SM, n2 h32) ptxas spills up
+      // to 248 bytes, elsewhere up to 48.
+      const bool step = spec.key.rfind("decode_step.", 0) == 0;
+      CHECK(k.report.spill_store_bytes <= (streaming_topk ? 64 : resident16 ? 28 : logits_n2_h64 ? 8 : step ? 256 : 0));
+      CHECK(k.report.spill_load_bytes <= (streaming_topk ? 96 : resident16 ? 40 : logits_n2_h64 ? 32 : step ? 512 : 0));
+      CHECK(k.report.stack_frame_bytes <= (streaming_topk ? 32 : resident16 ? 24 : logits_n2_h64 ? 8 : step ? 160 : 0));
       // ptxas serializing wgmma instructions (C7510-C7520: "Potential Performance Loss") costs the overlap
       // the sm90 kernels are built for, without a spill to show it.
       CHECK(k.log.find("Potential Performance Loss") == std::string::npos);

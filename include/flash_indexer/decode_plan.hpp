@@ -1,8 +1,10 @@
 #pragma once
 // The whole decode indexer in one call: for a batch shape fixed at creation, a DecodePlan owns its
 // workspace (logits, histogram, top-k workspace), allocated once, and run() writes the top-k indices:
-// histogram zeroed -> logits + fused histogram -> top-k using the histogram. Where the batch's rows
-// stay resident in the top-k (it counts them itself), run() leaves the histogram out: logits -> top-k.
+// histogram zeroed -> logits + fused histogram -> top-k using the histogram; where the batch's rows stay
+// resident in the top-k (it counts them itself), run() leaves the histogram out: logits -> top-k. With
+// DecodeStep::one_pass: histogram zeroed -> logits + fused histogram, each row's top-k selected by the
+// logits kernel's CTA that completes the row.
 // Every step launches on the caller's stream without allocating, copying or synchronizing, so one run()
 // can be captured in a CUDA graph and replayed with new lengths and block tables.
 #include <cstddef>
@@ -13,6 +15,18 @@
 #include "flash_indexer/topk.hpp"
 
 namespace flash_indexer {
+
+// How DecodePlan::run computes the step (docs/design/decode-step.md).
+enum class DecodeStep {
+  // The faster of the two where measured: today two kernels everywhere (the one-pass kernel's selection
+  // of a row on one CTA costs more than the top-k kernel; docs/benchmarks/decode.md).
+  automatic,
+  two_kernels,  // the logits kernel, then the top-k kernel
+  // One kernel (sm_90a; next_n 1..4, heads 32 or 64, head_dim 128, max_context up to 262144, no DCP):
+  // the logits kernel's CTA that completes a row selects its top-k. A plan where it does not apply is
+  // rejected (ArgumentError).
+  one_pass,
+};
 
 struct DecodePlanConfig {
   int max_batch = 1;              // requests per call, at most
@@ -39,6 +53,8 @@ struct DecodePlanConfig {
   // global positions of the rank's local top-k, to all-gather and merge with topk_merge()
   // (DcpDecodePlan in dcp_decode_plan.hpp does both over NCCL). Not with physical_slots.
   DcpLayout dcp{};
+  // One pass or two kernels (DecodeStep); the indices are the same bytes either way.
+  DecodeStep step = DecodeStep::automatic;
 };
 
 class DecodePlan {
@@ -70,6 +86,8 @@ class DecodePlan {
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer
   std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan works in (required_bytes)
+  // Whether run() takes the one-pass kernel on the current device (config.step and the shapes decide).
+  bool one_pass() const;
   // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests
   // (the histogram only where the run used it).
   TensorView logits(std::int64_t batch) const;
@@ -84,7 +102,9 @@ class DecodePlan {
   std::size_t bytes_ = 0;
   unsigned long long memory_ = 0;  // one buffer: logits | histogram | top-k workspace
   bool owns_memory_ = true;        // allocated here (freed by release), else the caller's PlanMemory
-  std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
+  // arrivals: the one-pass kernel's counters (one per row), zeroed with the histogram that follows them.
+  std::size_t logits_offset_ = 0, arrivals_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
+  bool one_pass_ = false;
 };
 
 }  // namespace flash_indexer

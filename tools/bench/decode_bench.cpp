@@ -1,12 +1,13 @@
 #include "decode_bench.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <random>
 
 #include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/error.hpp"
 #include "gpu_timer.hpp"
 #include "paged_inputs.hpp"
-#include "topk_call.hpp"
 
 namespace flash_indexer::bench {
 
@@ -43,18 +44,25 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   const int max_length = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
   const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
-  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, KvFormat::fp8, rng);
+  PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, KvFormat::fp8, rng, o.values);
   check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
   for (const DecodeShape& s : decode_shapes(o)) {
     if (s.batch != drawn_batch || s.length != drawn_length) {
-      inputs.draw(s.batch, s.length, false, rng);
+      inputs.draw(s.batch, s.length, false, rng, 0, o.ragged);
       drawn_batch = s.batch;
       drawn_length = s.length;
     }
-    const DecodePlanConfig pc = decode_plan_config(s, o.k, inputs.width());
+    DecodePlanConfig pc = decode_plan_config(s, o.k, inputs.width());
     const DecodePlan plan(pc);
+    // The one-pass step beside it, where it applies to the cell (DecodeStep::one_pass).
+    pc.step = DecodeStep::one_pass;
+    std::optional<DecodePlan> one;
+    try {
+      one.emplace(pc);
+    } catch (const ArgumentError&) {
+    }
     const auto q = inputs.q(s.next_n, s.heads);
     const auto kv = inputs.kv_cache();
     const auto w = inputs.weights(s.next_n, s.heads);
@@ -66,13 +74,11 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
     r.shape = s;
     r.k = o.k;
     r.us = time_graph(gpu, [&](CUstream st) { plan.run(q, kv, w, lens, table, iv, st); }, o.replays).median_us;
-    // The logits step as run() launches it: with the histogram only where the top-k streams.
-    PagedMqaLogitsOptions lo;
-    if (!choose_topk_kernel(rows, plan.width(), s.dtype, topk_device("bench decode", s.dtype, nullptr), 0).on_chip())
-      lo.histogram = plan.histogram(s.batch);
+    if (one) r.one_pass_us = time_graph(gpu, [&](CUstream st) { one->run(q, kv, w, lens, table, iv, st); }, o.replays).median_us;
+    // The logits alone, as an engine computes them today: no histogram.
     const TensorView logits = plan.logits(s.batch);
-    r.logits_us =
-        time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st, lo); }, o.replays).median_us;
+    r.logits_us = time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st); }, o.replays).median_us;
+    r.plan_bytes_per_row = static_cast<double>(plan.workspace_bytes()) / (static_cast<double>(pc.max_batch) * pc.next_n);
     r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
     r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
     out.push_back(r);

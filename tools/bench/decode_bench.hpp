@@ -1,7 +1,8 @@
 #pragma once
-// `flash-indexer bench decode`: DecodePlan end to end (histogram zeroed, logits + histogram, top-k; no
-// histogram where the top-k rows stay resident) per batch shape; its logits step is also timed alone,
-// so the top-k share is the difference.
+// `flash-indexer bench decode`: DecodePlan end to end per batch shape as configured (DecodeStep::
+// automatic: histogram zeroed, logits + histogram, top-k; no histogram where the top-k rows stay
+// resident) and in one pass (DecodeStep::one_pass, where it applies), beside the logits kernel alone (no
+// histogram): what the step costs over the logits an engine computes today.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "gpu_session.hpp"
+#include "paged_inputs.hpp"
 
 namespace flash_indexer::bench {
 
@@ -22,6 +24,11 @@ struct DecodeBenchOptions {
   std::vector<int> pdl = {0};  // DecodePlanConfig::pdl
   int k = 2048;
   int replays = 30;
+  // The FP8 values (paged_inputs.hpp): random bytes (most scores beyond the histogram's +-223, in its two
+  // end bins) or normal (DeepGEMM's test: scores over the histogram's unit bins).
+  PagedValues values = PagedValues::bytes;
+  // Lengths uniform in [0.7, 1.3] L (false), or in [L / 2, L] (true: ragged batches).
+  bool ragged = false;
   std::uint64_t seed = 1;
 };
 
@@ -41,8 +48,10 @@ DecodePlanConfig decode_plan_config(const DecodeShape& shape, int k, std::int64_
 struct DecodeBenchRow {
   DecodeShape shape;
   int k = 0;
-  double us = 0;         // DecodePlan::run
-  double logits_us = 0;  // the logits kernel alone (with the histogram when on)
+  double us = 0;           // DecodePlan::run (DecodeStep::automatic)
+  double one_pass_us = 0;  // DecodePlan::run with DecodeStep::one_pass; 0 where it does not apply
+  double logits_us = 0;       // the logits kernel alone, without the histogram
+  double plan_bytes_per_row = 0;  // the plan's device memory over its max_batch * next_n rows
   double kv_bytes = 0;   // KV blocks read (keys and scales)
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };

@@ -116,9 +116,12 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
   std::iota(ids_.begin(), ids_.end(), 0);
 }
 
-void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks) {
+void PagedInputs::draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks, bool ragged) {
   batch_ = batch;
-  std::uniform_int_distribution<int> len_dist(fixed ? length : length * 7 / 10, fixed ? length : length * 13 / 10);
+  std::uniform_int_distribution<int> len_dist(fixed    ? length
+                                              : ragged ? length / 2
+                                                       : length * 7 / 10,
+                                              fixed || ragged ? length : length * 13 / 10);
   lengths_.resize(batch);
   for (auto& l : lengths_) l = len_dist(rng);
   width_ = (*std::max_element(lengths_.begin(), lengths_.end()) + kBlock - 1) / kBlock * kBlock;

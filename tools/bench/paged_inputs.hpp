@@ -35,7 +35,8 @@ class PagedInputs {
   // New lengths and block table for `batch` requests: uniform in [0.7, 1.3] `length`, or all exactly
   // `length` when `fixed` (how DeepGEMM's benchmark draws them: compare like with like). With
   // `resident_blocks` > 0 the table cycles through that many shuffled pool blocks instead of all of them.
-  void draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks = 0);
+  // `ragged`: lengths uniform in [L / 2, L] instead (a ragged decode batch; not with `fixed`).
+  void draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks = 0, bool ragged = false);
 
   int batch() const { return batch_; }
   std::int64_t width() const { return width_; }              // the longest length, rounded up to a block

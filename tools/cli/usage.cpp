@@ -65,7 +65,8 @@ one table row per case. Exits 1 if any case fails.
                                [--json FILE]
        flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--pdl LIST] [--k K] [--replays N]
-                               [--dcp D] [--dcp-interleave I] [--json FILE]
+                               [--input bytes|normal] [--ragged 0|1] [--dcp D] [--dcp-interleave I]
+                               [--json FILE]
        flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
                                [--replays N] [--json FILE]
 
@@ -109,12 +110,15 @@ cutoff ("sampled") and how many needed extra narrowing passes ("passes").
   --width W          logits width (row stride) for every cell, >= L: one graph captured at the maximum
                      context and replayed with live lengths L (default: the width is L)
 
-decode: DecodePlan::run end to end (histogram zeroed, logits + histogram, top-k; no histogram where the
-top-k rows stay resident), and its logits step alone: the top-k share is the difference; the KV floor is
-KV bytes / read bandwidth.
+decode: DecodePlan::run end to end ("us": histogram zeroed, logits + histogram, top-k; no histogram where
+the top-k rows stay resident) and in one pass ("one_us": DecodeStep::one_pass where it applies, else 0),
+beside the logits kernel alone without the histogram ("x_lgt" = us / logits_us); the KV floor is KV
+bytes / read bandwidth; KiB/row: the plan's device memory per query row.
   --pdl LIST         0 and/or 1 (default 0): DecodePlanConfig::pdl, the plan's kernels launched as
                      programmatic dependents (the top-k scheduled while the logits kernel ends)
   --k K              default 2048
+  --input V          bytes (default) or normal, as for logits (one of them)
+  --ragged 0|1       1: lengths uniform in [L/2, L] instead of [0.7, 1.3] L
   --dcp D            DcpDecodePlan on GPUs 0..D-1 (D >= 2, one thread each, NCCL: libnccl.so.2 or
                      FLASH_INDEXER_NCCL), every request exactly L long: per cell the slowest rank's step,
                      its DecodePlan alone (local_us; gather_us = the all-gather and merge), one DecodePlan

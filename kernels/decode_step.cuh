@@ -1,0 +1,428 @@
+#pragma once
+// The decode indexer step in one kernel: the Hopper paged logits kernel (paged_mqa_logits_sm90.cuh),
+// with the fused coarse histogram, followed in the same launch by the exact top-k (contract §4) of each
+// row, selected by the CTA that completes the row. docs/design/decode-step.md has the design.
+//
+// A row of the logits grid (a request, or a query row where the call runs flattened) is covered by
+// several CTAs. Each CTA, once its logits are stored and its histogram counts added, adds the number of
+// KV blocks it covered to the row's arrival counter (release). The CTA whose addition completes the row
+// (acquire) is the last: every logit and count of the row is then in L2, and its consumer warpgroups
+// select the row's query rows while the other CTAs of the grid go on with their own rows. No CTA ever
+// waits for another, so any grid (several waves, other work on the GPU) is safe.
+//
+// The selection of one row, by the consumer threads (named barrier 2; the producer warpgroup has left):
+//   1. The threshold bin T of the row's histogram: the bin where the running count reaches k.
+//   2. T as a key interval [lo, hi); a bin with more than kStepCandidates columns is first narrowed by
+//      10-bit digit passes over the row.
+//   3. One pass over the row from L2: a column with a key >= hi is marked in the winners' bitmap, one
+//      in [lo, hi) kept as a candidate (key, column), or, when [lo, hi) is a single key, marked in the
+//      ties' bitmap. The pass checks the histogram's promise (the counts above and in T); a row whose
+//      counts differ is counted again from its logits (it cannot happen in the step, whose histogram is
+//      counted from the same stored values, but no histogram content may give a wrong answer).
+//   4. The candidates ranked by digit rounds: keys above the k-th win, the k-th key's columns are ties.
+//   5. The bitmaps read in column order give each winner its position: ascending columns, the lowest
+//      columns of the k-th key first, -1 padding; the same bytes as topk() writes.
+#include "decode_step_params.cuh"
+#include "paged_mqa_logits_sm90.cuh"
+#include "topk_common.cuh"
+#include "topk_filter.cuh"
+#include "topk_threshold_scan.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+// The selection's shared memory: the fixed part (kStepFixedBytes), then the two bitmaps.
+struct StepSmem {
+  unsigned int digits[1024];  // a count pass's coarse bins, or a round's digits, best first
+  unsigned int candidate_key[kStepCandidates];
+  int candidate_column[kStepCandidates];
+  alignas(16) unsigned int warp_sums[32];  // scan_threshold
+  unsigned long long scan64[32];           // BlockScan
+  int found[4];                            // scan_threshold
+  int candidates;                          // the filter pass's counter (it counts past the buffer)
+  unsigned int bounds[2];                  // T's key interval
+};
+static_assert(sizeof(StepSmem) <= kStepFixedBytes, "kStepFixedBytes holds the fixed part");
+
+// 16 bytes of logits through L2 only: they were written by other CTAs of this launch, after the
+// acquire that made them visible (a non-coherent load could serve stale lines).
+__device__ __forceinline__ uint4 ld_global_l2(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.cg.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ int ld_global_l2(const int* p) {
+  int v;
+  asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+
+// Adds `blocks` to a row's arrival counter after the CTA's writes (release) and returns the count
+// before (acquire where it completes the row): the pattern of a split-K semaphore.
+__device__ __forceinline__ unsigned int arrive_on_row(unsigned int* counter, unsigned int blocks) {
+  unsigned int before;
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], %2;" : "=r"(before) : "l"(counter), "r"(blocks) : "memory");
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+  return before;
+}
+
+template <LogitsOut kOut, int kThreads>
+struct StepRowSelect {
+  using In = TopkInput<kOut>;
+  using Raw = typename In::Raw;
+  using Sync = NamedSync<2, kThreads>;
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per 16-byte vector
+  static constexpr int kBinsPer = 1024 / kThreads;
+  static constexpr int kDigitBits = 10;
+  static_assert(kThreads == 256 || kThreads == 512, "the consumer warpgroups of a logits kernel");
+
+  const TopkParams& t;
+  StepSmem& sm;
+  unsigned int* win_bits;
+  unsigned int* tie_bits;
+
+  // body(x, v) for every 16-byte vector v of columns [0, len), eight loads in flight per thread. Every
+  // lane of a warp takes part in every call (a vector past the row reads as NaN: nothing to count or
+  // keep), so that the bodies may aggregate their shared-memory updates per warp.
+  template <class Body>
+  __device__ __forceinline__ static void stream(const Raw* row, int len, Body&& body) {
+    constexpr int kUnroll = 8;
+    const int vectors = (len + kPer - 1) / kPer;
+    const int full = len / kPer;  // vectors wholly inside the row
+    const int last_lane = (static_cast<int>(threadIdx.x) | 31) - static_cast<int>(threadIdx.x);  // lanes after this one
+    int v = threadIdx.x;
+#pragma unroll 1
+    for (; v + last_lane + (kUnroll - 1) * kThreads < full; v += kUnroll * kThreads) {
+      uint4 x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) x[u] = ld_global_l2(row + static_cast<long long>(v + u * kThreads) * kPer);
+      // The bodies rolled, the vectors shifted down a register each step: one copy of the body, whose
+      // code (the candidates' path included) stays in the instruction cache. Unrolled, the selection's
+      // code ran to about 100 KB, fetched cold once per row (about 10 us per row at B 1).
+#pragma unroll 1
+      for (int u = 0; u < kUnroll; ++u) {
+        body(x[0], v + u * kThreads);
+#pragma unroll
+        for (int w = 0; w + 1 < kUnroll; ++w) x[w] = x[w + 1];
+      }
+    }
+#pragma unroll 1
+    for (; v - static_cast<int>(threadIdx.x & 31) < vectors; v += kThreads) {  // the warp's first lane decides
+      uint4 x;
+      if (v < full) {
+        x = ld_global_l2(row + static_cast<long long>(v) * kPer);
+      } else {
+        Raw* e = reinterpret_cast<Raw*>(&x);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) {
+          const long long c = static_cast<long long>(v) * kPer + i;
+          e[i] = c < len ? load(row + c) : In::nan();
+        }
+      }
+      body(x, v);
+    }
+  }
+
+  // Adds one to counts[slot] for every lane whose slot is >= 0, one atomic per distinct slot of the warp
+  // (rows repeat keys: ties, and digits of a narrow interval). All 32 lanes call it.
+  __device__ __forceinline__ static void count_warp(unsigned int* counts, int slot) {
+    const unsigned int peers = __match_any_sync(0xffffffffu, slot);
+    if (slot >= 0 && static_cast<int>(threadIdx.x & 31u) == __ffs(peers) - 1) atomicAdd(counts + slot, __popc(peers));
+  }
+
+  __device__ __forceinline__ static Raw element(const uint4& x, int e) { return reinterpret_cast<const Raw*>(&x)[e]; }
+  // The same for an index known only at run time, by selects (an indexed vector would go to local memory).
+  __device__ __forceinline__ static Raw element_at(const uint4& x, int e) {
+    const int word = e / (kPer / 4);
+    const unsigned int w = word == 0 ? x.x : word == 1 ? x.y : word == 2 ? x.z : x.w;
+    if constexpr (sizeof(Raw) == 4) return __uint_as_float(w);
+    else return static_cast<Raw>((e & 1) != 0 ? w >> 16 : w & 0xffffu);
+  }
+  // One logit through L2 (as ld_global_l2).
+  __device__ __forceinline__ static Raw load(const Raw* p) {
+    if constexpr (sizeof(Raw) == 4) {
+      float v;
+      asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p));
+      return v;
+    } else {
+      unsigned short v;
+      asm volatile("ld.global.cg.u16 %0, [%1];" : "=h"(v) : "l"(p));
+      return v;
+    }
+  }
+
+  // The threshold of the counts in sm.digits or in the row's global histogram (kBinsPer per thread).
+  __device__ __forceinline__ FoundBin threshold(const int* global_counts, int want, bool& negative) {
+    int c[kBinsPer];
+    bool neg = false;
+#pragma unroll
+    for (int i = 0; i < kBinsPer; ++i) {
+      const int bin = static_cast<int>(threadIdx.x) * kBinsPer + i;
+      c[i] = global_counts != nullptr ? ld_global_l2(global_counts + bin) : static_cast<int>(sm.digits[bin]);
+      neg |= c[i] < 0;
+      c[i] = max(c[i], 0);
+    }
+    negative = neg;
+    return scan_threshold<kThreads, kBinsPer, StepSmem, Sync>(c, want, sm);
+  }
+
+  // The key interval of coarse bin `bin` (a search of the monotone key-to-bin map).
+  __device__ __forceinline__ ThresholdKeys coarse_interval(int bin, int above, int count, int k) {
+    if (threadIdx.x < 32) {  // one warp, one copy of the search's code: bin, then bin - 1
+#pragma unroll 1
+      for (int i = 0; i < 2; ++i) {
+        const unsigned int v = i == 1 && bin == 0 ? In::kMaxKey + 1 : lowest_key_of_bins_to<In>(bin - i);
+        if (threadIdx.x == 0) sm.bounds[i] = v;
+      }
+    }
+    Sync::sync();
+    const ThresholdKeys th{sm.bounds[0], sm.bounds[1], k - above, count};
+    Sync::sync();  // sm.bounds free again
+    return th;
+  }
+
+  // A pass over the row counting into sm.digits: each logit's coarse bin (`coarse`), or the digit
+  // (key - lo) >> shift of the keys in [lo, hi), best first. One function for both, so that the
+  // selection's code stays small (the recount is rare).
+  __device__ __forceinline__ void count_pass(const Raw* row, int len, bool coarse, unsigned int lo, unsigned int hi, int shift) {
+    for (int i = threadIdx.x; i < 1024; i += kThreads) sm.digits[i] = 0;
+    Sync::sync();
+    stream(row, len, [&](const uint4& x, int) {
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const Raw raw = element(x, e);
+        const unsigned int key = In::key(raw);
+        const bool in = !In::is_nan(raw) && (coarse || (key >= lo && key < hi));
+        count_warp(sm.digits, !in ? -1 : coarse ? In::bin(raw) : 1023 - static_cast<int>((key - lo) >> shift));
+      }
+    });
+    Sync::sync();
+  }
+
+  // Row r: its k best columns into indices (and values), and its report.
+  __device__ __forceinline__ void select(int r, const int* histogram) {
+    const int k = t.k;
+    const int len = topk_row_length(t, r);
+    const Raw* row = reinterpret_cast<const Raw*>(static_cast<const char*>(t.logits) +
+                                                  static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const int words = (len + 31) >> 5;
+    int histogram_use = 1;  // the report: 1 the histogram held, 2 it did not and the row was counted
+    int report_bin = 0, report_count = 0, passes = 0;
+    ThresholdKeys th{};
+    bool all = false;  // fewer than k selectable: every one wins
+    int above_all = 0, candidates_all = 0;
+#pragma unroll 1
+    for (int attempt = 0;; ++attempt) {
+      const bool counted = attempt > 0;
+      if (counted) {  // the row's coarse bins from its logits
+        histogram_use = 2;
+        count_pass(row, len, true, 0, 0, 0);
+      }
+      bool negative = false;
+      const FoundBin f = threshold(counted ? nullptr : histogram, k, negative);
+      if (negative) continue;  // (only a histogram that is not this row's)
+      report_bin = f.bin;
+      report_count = f.count;
+      all = f.bin >= 1024;
+      th = all ? ThresholdKeys{In::kMinKey, In::kMinKey, 0, 0} : coarse_interval(f.bin, f.above, f.count, k);
+      // Narrowing: a threshold bin larger than the candidate buffer, by digit passes over the row.
+      passes = 0;
+      bool short_count = false;
+#pragma unroll 1
+      while (th.count > kStepCandidates && th.hi - th.lo > 1) {
+        const int shift = digit_shift<kDigitBits>(th.lo, th.hi);
+        count_pass(row, len, false, th.lo, th.hi, shift);
+        bool unused = false;
+        const FoundBin g = threshold(nullptr, th.need, unused);
+        if (g.bin >= 1024 || (passes == 0 && g.total != th.count)) {  // the bin holds less than promised
+          short_count = true;
+          break;
+        }
+        narrow_to_digit<1024>(th, g, shift);
+        ++passes;
+      }
+      if (short_count) {
+        if (counted) break;  // (cannot happen: counted from the same logits)
+        continue;
+      }
+
+      // The filter pass: a vector whose largest score is below the interval (nearly all of them) costs a
+      // max and a compare; the others mark their winners (and ties) in the zeroed bitmaps and take
+      // candidate slots, one atomic per warp.
+      const bool single = th.hi - th.lo <= 1;
+      for (int i = threadIdx.x; i < words; i += kThreads) {
+        win_bits[i] = 0;
+        tie_bits[i] = 0;
+      }
+      if (threadIdx.x == 0) sm.candidates = 0;
+      Sync::sync();
+      const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
+      stream(row, len, [&](const uint4& x, int v) {
+        const bool hit = vector_max<kOut>(x) >= candidate_at;
+        if (!__any_sync(0xffffffffu, hit)) return;
+        const int c = v * kPer;  // a vector lies within one bitmap word
+        unsigned int a = 0, b = 0;
+        if (hit) {
+#pragma unroll
+          for (int e = 0; e < kPer; ++e) {
+            const float value = In::value(element(x, e));
+            a |= value >= above_at ? 1u << e : 0u;
+            b |= value >= candidate_at ? 1u << e : 0u;
+          }
+          b &= ~a;
+          if (a != 0) atomicOr(&win_bits[c >> 5], a << (c & 31));
+          if (single && b != 0) atomicOr(&tie_bits[c >> 5], b << (c & 31));
+        }
+        if (single || !__any_sync(0xffffffffu, b != 0)) return;
+        const int n = __popc(b);
+        const int through = warp_inclusive_sum(n);
+        int base = 0;
+        if ((threadIdx.x & 31) == 31) base = atomicAdd(&sm.candidates, through);
+        int slot = __shfl_sync(0xffffffffu, base, 31) + through - n;
+        for (unsigned int m = b; m != 0; m &= m - 1, ++slot) {
+          const int e = __ffs(static_cast<int>(m)) - 1;
+          if (slot < kStepCandidates) {
+            sm.candidate_key[slot] = In::key(element_at(x, e));
+            sm.candidate_column[slot] = c + e;
+          }
+        }
+      });
+      Sync::sync();
+      unsigned long long bits = 0;  // winners | ties << 32
+      for (int i = threadIdx.x; i < words; i += kThreads)
+        bits += static_cast<unsigned long long>(__popc(win_bits[i])) | static_cast<unsigned long long>(__popc(tie_bits[i])) << 32;
+      const unsigned long long sums = BlockScan<kThreads, Sync>::sum(bits, sm.scan64);
+      above_all = static_cast<int>(sums & 0xffffffffu);
+      candidates_all = single ? static_cast<int>(sums >> 32) : sm.candidates;
+      // What the histogram (and the narrowing passes) promised for the interval.
+      const int promised_above = all ? f.total : k - th.need;
+      const bool holds = above_all == promised_above && (all || candidates_all == th.count) &&
+                         (single || candidates_all <= kStepCandidates);
+      if (holds || counted) break;
+    }
+
+    // Which candidates win: all of them when exactly `need` are there, else the `need` largest keys
+    // (digit rounds), the k-th key's columns as ties taken lowest column first.
+    const bool single = th.hi - th.lo <= 1;
+    const int need = all ? 0 : max(0, k - above_all);
+    int tie_slots = single ? need : 0;
+    if (!single && !all) {
+      const int size = min(candidates_all, kStepCandidates);
+      unsigned long long lo = th.lo, hi = th.hi;
+      int ties = need;
+      bool all_in = size <= need;
+#pragma unroll 1
+      while (!all_in && hi - lo > 1) {
+        const int shift = max(0, 64 - __clzll(static_cast<long long>(hi - 1 - lo)) - kDigitBits);
+        for (int i = threadIdx.x; i < 1024; i += kThreads) sm.digits[i] = 0;
+        Sync::sync();
+        for (int i0 = threadIdx.x & ~31; i0 < size; i0 += kThreads) {  // whole warps: count_warp
+          const int i = i0 + static_cast<int>(threadIdx.x & 31);
+          const unsigned long long key = i < size ? sm.candidate_key[i] : 0ull;
+          count_warp(sm.digits, i < size && key >= lo && key < hi ? 1023 - static_cast<int>((key - lo) >> shift) : -1);
+        }
+        Sync::sync();
+        bool unused = false;
+        const FoundBin g = threshold(nullptr, ties, unused);
+        ties -= g.above;
+        lo += static_cast<unsigned long long>(1023 - g.bin) << shift;
+        hi = min(hi, lo + (1ull << shift));
+        all_in = g.count == ties;
+      }
+      // Keys >= hi win; keys in [lo, hi): all of them (all_in) or, one key, the first `ties` columns.
+      tie_slots = all_in ? 0 : ties;
+      for (int i = threadIdx.x; i < size; i += kThreads) {
+        const unsigned long long key = sm.candidate_key[i];
+        const int s = sm.candidate_column[i];
+        if (key >= hi || (all_in && key >= lo)) atomicOr(&win_bits[s >> 5], 1u << (s & 31));
+        else if (key >= lo) atomicOr(&tie_bits[s >> 5], 1u << (s & 31));
+      }
+      Sync::sync();
+    }
+
+    // Output positions from the bitmaps: each thread a run of words, one scan places the runs.
+    const int per_thread = (words + kThreads - 1) / kThreads;
+    const int w0 = min(words, static_cast<int>(threadIdx.x) * per_thread), w1 = min(words, w0 + per_thread);
+    unsigned long long counts = 0;
+    for (int w = w0; w < w1; ++w)
+      counts += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+    unsigned long long total;
+    const unsigned long long before = BlockScan<kThreads, Sync>::exclusive(counts, sm.scan64, total);
+    int na = static_cast<int>(before & 0xffffffffu), nt = static_cast<int>(before >> 32);
+    int* indices = t.indices + static_cast<long long>(r) * k;
+    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
+    for (int w = w0; w < w1; ++w) {
+      const unsigned int a = win_bits[w], q = tie_bits[w];
+      for (unsigned int m = a | q; m != 0; m &= m - 1) {
+        const int bit = __ffs(static_cast<int>(m)) - 1;
+        int position;
+        if ((a >> bit) & 1u) {
+          position = na + min(nt, tie_slots);
+          ++na;
+        } else {
+          position = nt < tie_slots ? na + nt : -1;
+          ++nt;
+        }
+        if (position < 0) continue;
+        const int column = 32 * w + bit;
+        indices[position] = output_index(t, r, column, 0);
+        if (values != nullptr) values[position] = In::value(load(row + column));
+      }
+    }
+    const int selected = static_cast<int>(total & 0xffffffffu) + min(static_cast<int>(total >> 32), tie_slots);
+    for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kThreads) {
+      indices[i] = -1;
+      if (values != nullptr) values[i] = negative_infinity();
+    }
+    if (threadIdx.x == 0) {
+      int* out = t.report + static_cast<long long>(r) * kTopkReportInts;
+      out[0] = histogram_use;
+      out[1] = all ? 1024 : report_bin;
+      out[2] = all ? 0 : report_count;
+      out[3] = passes;
+    }
+    Sync::sync();  // the bitmaps and sm free for the next row
+  }
+};
+
+// The tail of the step's logits kernel, called by every thread of a CTA of grid row b that covered
+// `covered` KV blocks, after its logits and histogram counts are issued (or at once, for a CTA past
+// every live block). kSelectThreads: the consumer threads, which select; the others leave.
+template <int kNextN, LogitsOut kOut, int kSelectThreads>
+struct DecodeStepTail {
+  static constexpr bool kActive = true;
+  const DecodeStepParams& s;
+
+  __device__ __forceinline__ void operator()(int b, int covered, unsigned char* smem) const {
+    unsigned int before = 0;
+    __syncthreads();  // every thread's stores and counts precede the arrival
+    if (threadIdx.x == 0) before = arrive_on_row(s.arrivals + b, static_cast<unsigned int>(covered));
+    const bool last = __syncthreads_or(threadIdx.x == 0 && before + static_cast<unsigned int>(covered) ==
+                                                               static_cast<unsigned int>(s.width_blocks)) != 0;
+    if (!last || threadIdx.x >= kSelectThreads) return;
+    // The selection reuses the kernel's shared memory from its start: the ring, the query and the
+    // barriers are done with (every consumer has passed its last block).
+    StepSmem& sm = *reinterpret_cast<StepSmem*>(smem);
+    unsigned int* win_bits = reinterpret_cast<unsigned int*>(smem + kStepFixedBytes);
+    unsigned int* tie_bits = win_bits + (s.topk.width + 63) / 64 * 2;
+    StepRowSelect<kOut, kSelectThreads> select{s.topk, sm, win_bits, tie_bits};
+#pragma unroll 1
+    for (int j = 0; j < kNextN; ++j) {
+      const int r = b * kNextN + j;
+      select.select(r, s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins);
+    }
+  }
+};
+
+// The step's entry: the sm90 paged logits kernel of the configuration with the fused histogram and the
+// tail above.
+template <int kNextN, int kHeads, int kHeadDim, LogitsOut kOut, bool kMxfp4>
+__device__ void decode_step_sm90(const DecodeStepParams& s) {
+  constexpr Sm90PagedForm kForm = sm90_paged_form(kNextN, kHeads, kMxfp4);
+  const DecodeStepTail<kNextN, kOut, kForm.consumers * 128> tail{s};
+  paged_mqa_logits_sm90<kNextN, kHeads, kHeadDim, true, kOut, kMxfp4>(s.logits, tail);
+}
+
+}  // namespace kernels
+}  // namespace flash_indexer

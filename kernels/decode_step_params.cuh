@@ -1,0 +1,34 @@
+#pragma once
+// Kernel parameters and shared-memory sizes of the one-pass decode step (decode_step.cuh), shared
+// verbatim by the host launcher and the device code (plain types only: compiled by both the host
+// compiler and NVRTC).
+#include "paged_mqa_logits_params.cuh"
+#include "topk_params.cuh"
+
+namespace flash_indexer {
+namespace kernels {
+
+struct DecodeStepParams {
+  PagedMqaLogitsSm90Params logits;  // with the fused histogram (logits.p.histogram)
+  TopkParams topk;                  // the rows' selection: logits, lengths, indices, values, report, slots
+  // One counter per row of the logits grid (grid.y: a request, or a query row where the call runs
+  // flattened), zero before the launch: each CTA adds the KV blocks of the row it covered, and the CTA
+  // whose addition completes width_blocks selects the row's query rows.
+  unsigned int* arrivals;
+  int width_blocks;
+};
+
+// Threshold-bin candidates the selecting CTA keeps (key, column); a larger threshold bin is narrowed by
+// digit passes over the row first, never truncated.
+constexpr int kStepCandidates = 4096;
+// The widest row the step selects on chip: its two bitmaps (winners, ties) take width / 4 bytes, which
+// with the candidates stays within what keeps the logits kernels' occupancy (two CTAs of 113 KiB per SM
+// on 228 KiB parts). Wider plans run the logits and the top-k as two kernels.
+constexpr int kStepMaxWidth = 262144;
+
+// The selection's fixed shared memory (decode_step.cuh, StepSmem) and the bitmaps after it.
+constexpr int kStepFixedBytes = (1024 + 2 * kStepCandidates) * 4 + 512;
+constexpr int decode_step_select_bytes(int width) { return kStepFixedBytes + 2 * ((width + 63) / 64) * 8; }
+
+}  // namespace kernels
+}  // namespace flash_indexer

@@ -1,0 +1,153 @@
+// The one-pass decode step: configuration keys, codegen, launch.
+#include "decode_step.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+
+namespace flash_indexer {
+namespace {
+
+struct ConfigHash {
+  std::size_t operator()(const DecodeStepConfig& c) const {
+    return ((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits) * 2 +
+           (c.kv == KvFormat::mxfp4 ? 1 : 0);
+  }
+};
+
+KernelRegistry<DecodeStepConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<DecodeStepConfig, ConfigHash>();  // never destroyed, as every registry
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(std::string_view op, const DecodeStepConfig& config, CUstream stream) {
+  return registry().get_for_current_device(op, config, stream,
+                                           [](const DecodeStepConfig& c) { return decode_step_kernel_spec(c); });
+}
+
+bool sm90a(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
+
+// The dynamic shared memory of a launch: the logits kernel's layout, or the selection's for the width
+// if that is larger.
+int step_smem_bytes(const DecodeStepConfig& c, int width) {
+  const int layout = kernels::sm90_layout(c.next_n, c.heads, c.head_dim, true, 0, c.kv == KvFormat::mxfp4).bytes;
+  return std::max(layout, kernels::decode_step_select_bytes(width));
+}
+
+}  // namespace
+
+std::string DecodeStepConfig::key() const {
+  return fmt::format("decode_step.sm90.n{}.h{}.d{}.out-{}.kv-{}.{}", next_n, heads, head_dim, logits_name(logits), kv_name(kv),
+                     arch.name());
+}
+
+DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
+  const std::vector<std::string_view> parts = split_key(key);
+  const auto out = parts.size() == 8 && parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
+  const auto kv = parts.size() == 8 && parts[6].starts_with("kv-") ? kv_from_name(parts[6].substr(3)) : std::nullopt;
+  if (parts.size() != 8 || parts[0] != "decode_step" || parts[1] != "sm90" || !out || !kv)
+    throw ArgumentError(fmt::format(
+        "kernel key \"{}\": expected decode_step.sm90.n<next_n>.h<heads>.d<head_dim>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
+        key));
+  DecodeStepConfig c;
+  c.next_n = parse_int_after(parts[2], "n", key);
+  c.heads = parse_int_after(parts[3], "h", key);
+  c.head_dim = parse_int_after(parts[4], "d", key);
+  c.logits = *out;
+  c.kv = *kv;
+  c.arch = Arch::parse(parts[7], fmt::format("kernel key \"{}\"", key));
+  c.check_supported();
+  return c;
+}
+
+bool decode_step_builds(int next_n, int heads, int head_dim, KvFormat kv, const Arch& arch) {
+  return sm90a(arch) && next_n >= 1 && next_n <= kernels::kSm90MaxNextN && (heads == 32 || heads == 64) && head_dim == 128 &&
+         (kv == KvFormat::fp8 || kv == KvFormat::mxfp4);
+}
+
+void DecodeStepConfig::check_supported() const {
+  if (!decode_step_builds(next_n, heads, head_dim, kv, arch))
+    throw ArgumentError(
+        fmt::format("decode_step configuration {}: expected sm_90a, next_n 1..4, heads 32 or 64, head_dim 128", key()));
+}
+
+std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch) {
+  std::vector<DecodeStepConfig> configs;
+  if (!sm90a(arch)) return configs;
+  for (int next_n = 1; next_n <= kernels::kSm90MaxNextN; ++next_n)
+    for (int heads : {32, 64})
+      for (KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
+        for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+          configs.push_back({next_n, heads, 128, logits, kv, arch});
+  return configs;
+}
+
+KernelSpec decode_step_kernel_spec(const DecodeStepConfig& c) {
+  c.check_supported();
+  const bool mxfp4 = c.kv == KvFormat::mxfp4;
+  const kernels::Sm90PagedForm form = kernels::sm90_paged_form(c.next_n, c.heads, mxfp4);
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = kernel_entry_name(spec.key);
+  spec.threads = static_cast<unsigned>(form.threads);
+  spec.smem_bytes = static_cast<unsigned>(step_smem_bytes(c, kernels::kStepMaxWidth));
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"decode_step.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}, {ctas}) {entry}(const __grid_constant__ "
+      "flash_indexer::kernels::DecodeStepParams s) {{\n"
+      "  flash_indexer::kernels::decode_step_sm90<{n}, {h}, {d}, flash_indexer::kernels::LogitsOut::{out}, {mxfp4}>(s);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("n", c.next_n),
+      fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("out", logits_name(c.logits)),
+      fmt::arg("mxfp4", mxfp4 ? "true" : "false"),
+      // Two CTAs per SM wherever the logits kernel has them (N <= 64), so that the selection's code
+      // cannot cost the logits their occupancy.
+      fmt::arg("ctas", form.consumer_n <= 64 ? 2 : 1));
+  spec.config = {{"kind", "decode_step"},         {"next_n", c.next_n}, {"heads", c.heads}, {"head_dim", c.head_dim},
+                 {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)}, {"arch", c.arch.name()}};
+  return spec;
+}
+
+DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCall& logits, const kernels::TopkParams& topk,
+                                     unsigned int* arrivals, CUstream stream) {
+  const PagedMqaLogitsLaunch grid = prepare_paged_mqa_logits(op, logits, stream, true, false);
+  if (!grid.sm90 || logits.params.histogram == nullptr || topk.width > kernels::kStepMaxWidth)
+    throw Error(fmt::format("{}: the one-pass step does not apply to this call (the plan checks decode_step_applies)", op));
+  DecodeStepConfig c{grid.sm90_params.p.rows_per_request > 1 ? 1 : logits.config.next_n,
+                     logits.config.heads,
+                     logits.config.head_dim,
+                     logits.config.logits,
+                     logits.config.kv,
+                     Arch{}};
+  DecodeStepLaunch launch;
+  launch.kernel = &loaded_kernel(op, c, stream);
+  launch.params.logits = grid.sm90_params;
+  launch.params.topk = topk;
+  launch.params.arrivals = arrivals;
+  launch.params.width_blocks = static_cast<int>(logits.width_blocks);
+  launch.grid_x = grid.grid_x;
+  launch.grid_y = grid.grid_y;
+  launch.smem_bytes = step_smem_bytes(c, topk.width);
+  return launch;
+}
+
+void enqueue(const DecodeStepLaunch& launch, CUstream stream) {
+  kernels::DecodeStepParams params = launch.params;
+  void* args[] = {&params};
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, launch.pdl, launch.smem_bytes);
+}
+
+void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv) {
+  const bool flattens = kernels::sm90_paged_form(next_n, heads, kv == KvFormat::mxfp4).flatten_max_row_blocks > 0;
+  for (int n : {next_n, 1}) {
+    if (n != next_n && !flattens) continue;
+    loaded_kernel("warm_decode_step", {n, heads, head_dim, logits, kv, Arch{}}, nullptr);
+  }
+}
+
+}  // namespace flash_indexer

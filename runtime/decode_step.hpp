@@ -1,0 +1,57 @@
+#pragma once
+// The one-pass decode step (kernels/decode_step.cuh): the Hopper paged logits kernel with the fused
+// histogram, whose CTA that completes a row selects the row's top-k. DecodePlan runs it where it
+// applies (decode_step_applies) instead of the logits and top-k kernels; docs/design/decode-step.md.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../kernels/decode_step_params.cuh"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "kernel_registry.hpp"
+#include "kernel_spec.hpp"
+#include "paged_mqa_logits_call.hpp"
+#include "topk_call.hpp"
+
+namespace flash_indexer {
+
+struct DecodeStepConfig {
+  int next_n = 1;  // 1..4 (the kernel's rows per grid row: 1 where the call runs flattened)
+  int heads = 64;  // 32, 64
+  int head_dim = 128;
+  LogitsDType logits = LogitsDType::f32;
+  KvFormat kv = KvFormat::fp8;
+  Arch arch{9, 0, true};
+
+  // e.g. decode_step.sm90.n1.h64.d128.out-f32.kv-fp8.sm_90a
+  std::string key() const;
+  static DecodeStepConfig parse_key(std::string_view key);
+  void check_supported() const;
+  friend bool operator==(const DecodeStepConfig&, const DecodeStepConfig&) = default;
+};
+
+// Where the step kernel is built: sm_90a, next_n 1..4, H 32 or 64, D 128, FP8 or MXFP4 (the model
+// shapes; other configurations run the two kernels).
+bool decode_step_builds(int next_n, int heads, int head_dim, KvFormat kv, const Arch& arch);
+std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch);
+KernelSpec decode_step_kernel_spec(const DecodeStepConfig& config);
+
+struct DecodeStepLaunch {
+  const LoadedKernel* kernel = nullptr;
+  kernels::DecodeStepParams params{};
+  unsigned grid_x = 0, grid_y = 0;
+  int smem_bytes = 0;
+  bool pdl = false;
+};
+
+// The step of a checked logits call (its histogram set) and its checked top-k, whose launch the
+// logits call's grid decides (the split, or flattened rows; never the ranges form). `arrivals`: one
+// zeroed counter per row of that grid (B * next_n suffice). Loads the kernel; enqueues nothing.
+DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCall& logits, const kernels::TopkParams& topk,
+                                     unsigned int* arrivals, CUstream stream);
+void enqueue(const DecodeStepLaunch& launch, CUstream stream);
+
+// Loads the step kernels a plan of this shape may launch in the current context (both grid forms).
+void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv);
+
+}  // namespace flash_indexer

@@ -1,0 +1,211 @@
+// GPU tests of the one-pass decode step (DecodeStep::one_pass, kernels/decode_step.cuh): its indices
+// are the two-kernel plan's bytes on the same inputs, and the reference top-k of the reference logits
+// where the reference is affordable; across next_n, heads, dtypes, key caches, k from 1 to 4096, rows
+// shorter than k, empty rows, ties (exact-arithmetic inputs), infinities (FP16 overflow), NaN rows,
+// grids of several waves, flattened draft rows, physical slots, and CUDA-graph replays with new lengths.
+#include "catch_compat.hpp"
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/topk.hpp"
+#include "logits_check.hpp"
+#include "plan_reference.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+
+namespace {
+
+struct StepCase {
+  DecodePlanConfig pc;
+  std::vector<int> lengths;
+  bool reference = true;  // also against the CPU reference (small shapes with exact inputs only)
+  bool exact = true;      // exact-arithmetic inputs (frequent ties); else random FP8 values, whose GPU
+                          // logits may differ from the reference's in the last bit
+  bool wide = false;      // raw random FP8 bytes: FP16 overflow (infinities) included
+  int nan_row = -1;       // this row's weight is NaN (its live logits are NaN)
+};
+
+std::string describe(const StepCase& c) {
+  return fmt::format("B {} next_n {} H {} {} k {} width {}{}{}{}{}", c.lengths.size(), c.pc.next_n, c.pc.heads,
+                     c.pc.logits == LogitsDType::f32 ? "f32" : c.pc.logits == LogitsDType::f16 ? "f16" : "bf16", c.pc.k,
+                     c.pc.max_context, c.pc.kv == KvFormat::mxfp4 ? " mxfp4" : "", c.pc.physical_slots ? " slots" : "",
+                     c.exact ? " exact" : "", c.wide ? " wide" : "");
+}
+
+// Runs both plans on the same inputs (indices poisoned first) and compares.
+void check_step(const StepCase& c, std::mt19937_64& rng) {
+  INFO(describe(c));
+  DecodePlanConfig one = c.pc, two = c.pc;
+  one.step = DecodeStep::one_pass;
+  two.step = DecodeStep::two_kernels;
+  const DecodePlan plan_one(one), plan_two(two);
+  REQUIRE(plan_one.one_pass());
+  REQUIRE(!plan_two.one_pass());
+  ck::LogitsCase lc;
+  lc.config = {c.pc.next_n, c.pc.heads, c.pc.head_dim, 64, true, c.pc.logits, {}};
+  lc.config.kv = c.pc.kv;
+  lc.lengths = c.lengths;
+  lc.lens_2d = false;
+  lc.exact_values = c.exact;
+  lc.wide_values = c.wide;
+  lc.nan_weight_row = c.nan_row;
+  lc.width = c.pc.max_context;
+  lc.seed = rng();
+  const ck::HostInputs in = ck::make_inputs(lc);
+  ck::DeviceInputs d = ck::upload(in, lc);
+  const ck::LogitsViews v = ck::views(d, in, lc);
+  const std::int64_t rows = static_cast<std::int64_t>(c.lengths.size()) * c.pc.next_n;
+  const std::size_t n = static_cast<std::size_t>(rows) * c.pc.k;
+  ck::DeviceBuffer got_one(n * 4), got_two(n * 4);
+  got_one.fill(0x7d);
+  got_two.fill(0x3c);
+  CUstream stream = test::gpu_session().stream();
+  for (int run = 0; run < 2; ++run) {  // twice: the second run starts from the first one's counters and bins
+    const auto launch = [&](const DecodePlan& plan, ck::DeviceBuffer& out) {
+      const TensorView iv = TensorView::contiguous(out.data(), DType::i32, {rows, c.pc.k});
+      if (c.pc.kv == KvFormat::mxfp4) plan.run(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
+      else plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
+    };
+    launch(plan_one, got_one);
+    launch(plan_two, got_two);
+    test::gpu_session().synchronize();
+    const std::vector<std::int32_t> a = got_one.to_host<std::int32_t>(n), b = got_two.to_host<std::int32_t>(n);
+    REQUIRE(a == b);  // ascending columns in both: the same bytes
+    // The step's own histogram always holds: no row is counted again.
+    std::vector<TopkRowReport> rep(static_cast<std::size_t>(rows));
+    driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan_one.topk_workspace().data),
+                                             rep.size() * sizeof(TopkRowReport)),
+                  "cuMemcpyDtoH");
+    for (const TopkRowReport& r : rep) CHECK(r.histogram_use == 1);
+    got_one.fill(0x11);
+  }
+  if (c.reference && c.exact) {
+    std::vector<std::int32_t> want = test::plan_reference_indices(lc, in, c.pc, plan_one.width());
+    std::vector<std::int32_t> got = got_two.to_host<std::int32_t>(n);
+    if (!c.pc.sorted)
+      for (std::int64_t r = 0; r < rows; ++r) {
+        std::sort(got.begin() + r * c.pc.k, got.begin() + (r + 1) * c.pc.k);
+        std::sort(want.begin() + r * c.pc.k, want.begin() + (r + 1) * c.pc.k);
+      }
+    REQUIRE(got == want);
+  }
+}
+
+std::vector<int> random_lengths(int batch, int max_len, std::mt19937_64& rng, int zero_at = 1) {
+  std::vector<int> lengths;
+  for (int b = 0; b < batch; ++b) lengths.push_back(b == zero_at ? 0 : 1 + static_cast<int>(rng() % max_len));
+  return lengths;
+}
+
+}  // namespace
+
+TEST_CASE("gpu: the one-pass step writes the two-kernel bytes and the reference", "[gpu][plan][step]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  // {max_batch, next_n, heads, head_dim, k, logits, max_context, histogram, physical_slots, sorted, kv}
+  std::vector<StepCase> cases;
+  const auto add = [&](DecodePlanConfig pc, std::vector<int> lengths, bool exact = true) {
+    cases.push_back({pc, std::move(lengths), true, exact});
+  };
+  add({3, 1, 64, 128, 2048, LogitsDType::f32, 20000}, random_lengths(3, 20000, rng));
+  add({3, 1, 64, 128, 2048, LogitsDType::f16, 20000, false}, random_lengths(3, 20000, rng), false);
+  add({2, 1, 32, 128, 512, LogitsDType::bf16, 9000, true, true, true}, random_lengths(2, 9000, rng));
+  add({2, 2, 64, 128, 1024, LogitsDType::f32, 12000}, random_lengths(2, 12000, rng));
+  add({2, 2, 32, 128, 1, LogitsDType::f16, 3000}, {2999, 1});
+  add({2, 3, 64, 128, 2048, LogitsDType::f16, 5000}, {1500, 5000});  // rows shorter than k
+  add({2, 3, 32, 128, 7, LogitsDType::f32, 4000}, random_lengths(2, 4000, rng, 0));
+  add({2, 4, 64, 128, 4096, LogitsDType::f32, 16000}, random_lengths(2, 16000, rng));
+  add({2, 4, 32, 128, 2048, LogitsDType::bf16, 12000, true, false, true}, random_lengths(2, 12000, rng));
+  add({2, 1, 64, 128, 2048, LogitsDType::f32, 16384, true, false, false, KvFormat::mxfp4}, random_lengths(2, 16384, rng));
+  add({2, 3, 32, 128, 512, LogitsDType::f16, 8000, true, false, false, KvFormat::mxfp4}, random_lengths(2, 8000, rng));
+  // Infinities (FP16 overflow of wide FP8 values) and a NaN row.
+  cases.push_back({{2, 1, 64, 128, 2048, LogitsDType::f16, 12000}, {12000, 9000}, true, false, true});
+  cases.push_back({{2, 2, 32, 128, 512, LogitsDType::f32, 6000}, {6000, 5000}, true, true, false, 1});
+  for (const StepCase& c : cases) check_step(c, rng);
+}
+
+TEST_CASE("gpu: the one-pass step at scale (several waves, long rows) writes the two-kernel bytes", "[gpu][plan][step]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  std::vector<StepCase> cases;
+  // Several waves of CTAs per grid; rows of up to the step's widest (256K columns); flattened draft rows.
+  cases.push_back({{48, 1, 64, 128, 2048, LogitsDType::f32, 65536}, random_lengths(48, 65536, rng), false});
+  cases.push_back({{16, 2, 64, 128, 2048, LogitsDType::f16, 131072}, random_lengths(16, 131072, rng), false, false});
+  cases.push_back({{4, 1, 64, 128, 512, LogitsDType::f32, 262144}, {262144, 200000, 0, 70000}, false, false});
+  cases.push_back({{2, 4, 64, 128, 1024, LogitsDType::bf16, 40000}, {40000, 31000}, false});
+  cases.push_back({{8, 4, 32, 128, 2048, LogitsDType::f32, 50000, true, true}, random_lengths(8, 50000, rng), false});
+  for (const StepCase& c : cases) check_step(c, rng);
+}
+
+TEST_CASE("gpu: a captured one-pass DecodePlan::run replays with new lengths", "[gpu][plan][step]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  DecodePlanConfig pc{5, 2, 64, 128, 2048, LogitsDType::f32, 30000, true, false, false};
+  pc.step = DecodeStep::one_pass;
+  DecodePlan plan(pc);
+  ck::LogitsCase lc;
+  lc.config = {pc.next_n, pc.heads, pc.head_dim, 64, true, pc.logits, {}};
+  lc.lengths = {20000, 30000, 5, 0, 2049};
+  lc.lens_2d = false;
+  lc.exact_values = true;
+  lc.width = pc.max_context;
+  lc.spare_blocks = 500;
+  lc.seed = rng();
+  ck::HostInputs in = ck::make_inputs(lc);
+  ck::DeviceInputs d = ck::upload(in, lc);
+  const ck::LogitsViews v = ck::views(d, in, lc);
+  const std::int64_t rows = 5 * 2;
+  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
+  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+  CUstream stream = test::gpu_session().stream();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+  for (int replay = 0; replay < 3; ++replay) {
+    INFO("replay " << replay);
+    for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
+    in.context_lens[replay] = 0;
+    ck::reshuffle_block_table(in, rng(), (pc.max_context + 63) / 64, -1);
+    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
+    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
+    indices.fill(0x7d);
+    FI_CU(cuGraphLaunch, "test", exec, stream);
+    test::gpu_session().synchronize();
+    lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
+    std::vector<std::int32_t> got = indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k);
+    std::vector<std::int32_t> want = test::plan_reference_indices(lc, in, pc, plan.width());
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::sort(got.begin() + r * pc.k, got.begin() + (r + 1) * pc.k);
+      std::sort(want.begin() + r * pc.k, want.begin() + (r + 1) * pc.k);
+    }
+    REQUIRE(got == want);
+  }
+  driver::api().cuGraphExecDestroy(exec);
+  driver::api().cuGraphDestroy(graph);
+}
+
+TEST_CASE("DecodePlan: config.step one_pass is refused where it does not apply, naming it", "[plan][step]") {
+  DecodePlanConfig pc{1, 1, 16, 128, 2048, LogitsDType::f16, 1000};
+  pc.step = DecodeStep::one_pass;
+  CHECK_THROWS_WITH(DecodePlan::required_bytes(pc), flash_indexer::test::Contains("config.step: one_pass applies to"));
+  pc.heads = 64;
+  pc.max_context = 300000;
+  CHECK_THROWS_WITH(DecodePlan::required_bytes(pc), flash_indexer::test::Contains("config.step"));
+  pc.max_context = 1000;
+  pc.dcp = {2, 0, 1};
+  CHECK_THROWS_AS(DecodePlan::required_bytes(pc), ArgumentError);
+  pc.dcp = {};
+  CHECK(DecodePlan::required_bytes(pc) > 0);
+  pc.step = static_cast<DecodeStep>(7);
+  CHECK_THROWS_WITH(DecodePlan::required_bytes(pc), flash_indexer::test::Contains("config.step: expected automatic"));
+}
