@@ -12,8 +12,8 @@
 //
 // The selection of one row, by the consumer threads (named barrier 2; the producer warpgroup has left):
 //   1. The threshold bin T of the row's histogram: the bin where the running count reaches k.
-//   2. T as a key interval [lo, hi); a bin with more than kStepCandidates columns is first narrowed by
-//      10-bit digit passes over the row.
+//   2. T as a key interval [lo, hi) (a table the host computes per dtype); a bin with more than
+//      kStepCandidates columns is first narrowed by 10-bit digit passes over the row.
 //   3. One pass over the row from L2: a column with a key >= hi is marked in the winners' bitmap, one
 //      in [lo, hi) kept as a candidate (key, column), or, when [lo, hi) is a single key, marked in the
 //      ties' bitmap. The pass checks the histogram's promise (the counts above and in T); a row whose
@@ -40,9 +40,9 @@ struct StepSmem {
   unsigned long long scan64[32];           // BlockScan
   int found[4];                            // scan_threshold
   int candidates;                          // the filter pass's counter (it counts past the buffer)
-  unsigned int bounds[2];                  // T's key interval
 };
 static_assert(sizeof(StepSmem) <= kStepFixedBytes, "kStepFixedBytes holds the fixed part");
+static_assert(sizeof(DecodeStepParams::coarse_lowest_key) == kCoarseBins * 4, "one key per coarse bin");
 
 // 16 bytes of logits through L2 only: they were written by other CTAs of this launch, after the
 // acquire that made them visible (a non-coherent load could serve stale lines).
@@ -78,6 +78,7 @@ struct StepRowSelect {
   static_assert(kThreads == 256 || kThreads == 512, "the consumer warpgroups of a logits kernel");
 
   const TopkParams& t;
+  const unsigned int* lowest_key;  // DecodeStepParams::coarse_lowest_key
   StepSmem& sm;
   unsigned int* win_bits;
   unsigned int* tie_bits;
@@ -167,19 +168,82 @@ struct StepRowSelect {
     return scan_threshold<kThreads, kBinsPer, StepSmem, Sync>(c, want, sm);
   }
 
-  // The key interval of coarse bin `bin` (a search of the monotone key-to-bin map).
-  __device__ __forceinline__ ThresholdKeys coarse_interval(int bin, int above, int count, int k) {
-    if (threadIdx.x < 32) {  // one warp, one copy of the search's code: bin, then bin - 1
+  // The key interval of coarse bin `bin`, from the host's table (DecodeStepParams::coarse_lowest_key).
+  __device__ __forceinline__ ThresholdKeys coarse_interval(int bin, int above, int count, int k) const {
+    return {lowest_key[bin], bin == 0 ? In::kMaxKey + 1 : lowest_key[bin - 1], k - above, count};
+  }
+
+  // One 16-byte vector of the row (columns past len read as NaN).
+  __device__ __forceinline__ static uint4 vector_at(const Raw* row, int len, int v) {
+    const int full = len / kPer;
+    if (v < full) return ld_global_l2(row + static_cast<long long>(v) * kPer);
+    uint4 x;
+    Raw* e = reinterpret_cast<Raw*>(&x);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      const long long c = static_cast<long long>(v) * kPer + i;
+      e[i] = c < len ? load(row + c) : In::nan();
+    }
+    return x;
+  }
+
+  // The filter pass (select, step 3): every lane of a warp takes part in every step (vectors past the
+  // row read as NaN), so that the step's candidate slots come from one warp scan and one atomic.
+  __device__ __forceinline__ void filter_pass(const Raw* row, int len, bool single, float above_at, float candidate_at) {
+    constexpr int kUnroll = 8;
+    const int vectors = (len + kPer - 1) / kPer;
+    const int full = len / kPer;
+    const int lane = static_cast<int>(threadIdx.x & 31);
 #pragma unroll 1
-      for (int i = 0; i < 2; ++i) {
-        const unsigned int v = i == 1 && bin == 0 ? In::kMaxKey + 1 : lowest_key_of_bins_to<In>(bin - i);
-        if (threadIdx.x == 0) sm.bounds[i] = v;
+    for (int v = threadIdx.x; v - lane < vectors; v += kUnroll * kThreads) {
+      uint4 x[kUnroll];
+      if (v - lane + 31 + (kUnroll - 1) * kThreads < full) {  // the warp's vectors all whole
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) x[u] = ld_global_l2(row + static_cast<long long>(v + u * kThreads) * kPer);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) x[u] = vector_at(row, len, v + u * kThreads);
+      }
+      unsigned int cand[kUnroll];
+      int n = 0;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        cand[u] = 0;
+        if (!(vector_max<kOut>(x[u]) >= candidate_at)) continue;
+        const int c = (v + u * kThreads) * kPer;
+        unsigned int a = 0, b = 0;
+#pragma unroll
+        for (int e = 0; e < kPer; ++e) {
+          const float value = In::value(element(x[u], e));
+          a |= value >= above_at ? 1u << e : 0u;
+          b |= value >= candidate_at ? 1u << e : 0u;
+        }
+        b &= ~a;
+        if (a != 0) atomicOr(&win_bits[c >> 5], a << (c & 31));
+        if (single) {
+          if (b != 0) atomicOr(&tie_bits[c >> 5], b << (c & 31));
+        } else {
+          cand[u] = b;
+          n += __popc(b);
+        }
+      }
+      if (!__any_sync(0xffffffffu, n != 0)) continue;
+      const int through = warp_inclusive_sum(n);
+      int base = 0;
+      if (lane == 31) base = atomicAdd(&sm.candidates, through);
+      int slot = __shfl_sync(0xffffffffu, base, 31) + through - n;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = (v + u * kThreads) * kPer;
+        for (unsigned int m = cand[u]; m != 0; m &= m - 1, ++slot) {
+          const int e = __ffs(static_cast<int>(m)) - 1;
+          if (slot < kStepCandidates) {
+            sm.candidate_key[slot] = In::key(element_at(x[u], e));
+            sm.candidate_column[slot] = c + e;
+          }
+        }
       }
     }
-    Sync::sync();
-    const ThresholdKeys th{sm.bounds[0], sm.bounds[1], k - above, count};
-    Sync::sync();  // sm.bounds free again
-    return th;
   }
 
   // A pass over the row counting into sm.digits: each logit's coarse bin (`coarse`), or the digit
@@ -204,8 +268,8 @@ struct StepRowSelect {
   __device__ __forceinline__ void select(int r, const int* histogram) {
     const int k = t.k;
     const int len = topk_row_length(t, r);
-    const Raw* row = reinterpret_cast<const Raw*>(static_cast<const char*>(t.logits) +
-                                                  static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const Raw* row = reinterpret_cast<const Raw*>(
+        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
     const int words = (len + 31) >> 5;
     int histogram_use = 1;  // the report: 1 the histogram held, 2 it did not and the row was counted
     int report_bin = 0, report_count = 0, passes = 0;
@@ -247,9 +311,9 @@ struct StepRowSelect {
         continue;
       }
 
-      // The filter pass: a vector whose largest score is below the interval (nearly all of them) costs a
-      // max and a compare; the others mark their winners (and ties) in the zeroed bitmaps and take
-      // candidate slots, one atomic per warp.
+      // The filter pass, eight vectors per thread and step: each marks its winners (and ties) in the
+      // zeroed bitmaps (a vector lies within one word); the step's candidates take their slots with one
+      // atomic per warp.
       const bool single = th.hi - th.lo <= 1;
       for (int i = threadIdx.x; i < words; i += kThreads) {
         win_bits[i] = 0;
@@ -258,36 +322,7 @@ struct StepRowSelect {
       if (threadIdx.x == 0) sm.candidates = 0;
       Sync::sync();
       const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
-      stream(row, len, [&](const uint4& x, int v) {
-        const bool hit = vector_max<kOut>(x) >= candidate_at;
-        if (!__any_sync(0xffffffffu, hit)) return;
-        const int c = v * kPer;  // a vector lies within one bitmap word
-        unsigned int a = 0, b = 0;
-        if (hit) {
-#pragma unroll
-          for (int e = 0; e < kPer; ++e) {
-            const float value = In::value(element(x, e));
-            a |= value >= above_at ? 1u << e : 0u;
-            b |= value >= candidate_at ? 1u << e : 0u;
-          }
-          b &= ~a;
-          if (a != 0) atomicOr(&win_bits[c >> 5], a << (c & 31));
-          if (single && b != 0) atomicOr(&tie_bits[c >> 5], b << (c & 31));
-        }
-        if (single || !__any_sync(0xffffffffu, b != 0)) return;
-        const int n = __popc(b);
-        const int through = warp_inclusive_sum(n);
-        int base = 0;
-        if ((threadIdx.x & 31) == 31) base = atomicAdd(&sm.candidates, through);
-        int slot = __shfl_sync(0xffffffffu, base, 31) + through - n;
-        for (unsigned int m = b; m != 0; m &= m - 1, ++slot) {
-          const int e = __ffs(static_cast<int>(m)) - 1;
-          if (slot < kStepCandidates) {
-            sm.candidate_key[slot] = In::key(element_at(x, e));
-            sm.candidate_column[slot] = c + e;
-          }
-        }
-      });
+      filter_pass(row, len, single, above_at, candidate_at);
       Sync::sync();
       unsigned long long bits = 0;  // winners | ties << 32
       for (int i = threadIdx.x; i < words; i += kThreads)
@@ -297,8 +332,8 @@ struct StepRowSelect {
       candidates_all = single ? static_cast<int>(sums >> 32) : sm.candidates;
       // What the histogram (and the narrowing passes) promised for the interval.
       const int promised_above = all ? f.total : k - th.need;
-      const bool holds = above_all == promised_above && (all || candidates_all == th.count) &&
-                         (single || candidates_all <= kStepCandidates);
+      const bool holds =
+          above_all == promised_above && (all || candidates_all == th.count) && (single || candidates_all <= kStepCandidates);
       if (holds || counted) break;
     }
 
@@ -352,6 +387,10 @@ struct StepRowSelect {
     int na = static_cast<int>(before & 0xffffffffu), nt = static_cast<int>(before >> 32);
     int* indices = t.indices + static_cast<long long>(r) * k;
     float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
+    // The winners' columns by position in shared memory first (the candidates' columns are done with),
+    // then coalesced global writes.
+    int* const out = sm.candidate_column;
+    static_assert(kStepCandidates >= kMaxTopk, "a row's winners fit the candidates' columns");
     for (int w = w0; w < w1; ++w) {
       const unsigned int a = win_bits[w], q = tie_bits[w];
       for (unsigned int m = a | q; m != 0; m &= m - 1) {
@@ -364,16 +403,20 @@ struct StepRowSelect {
           position = nt < tie_slots ? na + nt : -1;
           ++nt;
         }
-        if (position < 0) continue;
-        const int column = 32 * w + bit;
-        indices[position] = output_index(t, r, column, 0);
-        if (values != nullptr) values[position] = In::value(load(row + column));
+        if (position >= 0) out[position] = 32 * w + bit;
       }
     }
+    Sync::sync();
     const int selected = static_cast<int>(total & 0xffffffffu) + min(static_cast<int>(total >> 32), tie_slots);
-    for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kThreads) {
-      indices[i] = -1;
-      if (values != nullptr) values[i] = negative_infinity();
+    for (int i = threadIdx.x; i < k; i += kThreads) {
+      if (i < selected) {
+        const int column = out[i];
+        indices[i] = output_index(t, r, column, 0);
+        if (values != nullptr) values[i] = In::value(load(row + column));
+      } else {
+        indices[i] = -1;
+        if (values != nullptr) values[i] = negative_infinity();
+      }
     }
     if (threadIdx.x == 0) {
       int* out = t.report + static_cast<long long>(r) * kTopkReportInts;
@@ -406,7 +449,7 @@ struct DecodeStepTail {
     StepSmem& sm = *reinterpret_cast<StepSmem*>(smem);
     unsigned int* win_bits = reinterpret_cast<unsigned int*>(smem + kStepFixedBytes);
     unsigned int* tie_bits = win_bits + (s.topk.width + 63) / 64 * 2;
-    StepRowSelect<kOut, kSelectThreads> select{s.topk, sm, win_bits, tie_bits};
+    StepRowSelect<kOut, kSelectThreads> select{s.topk, s.coarse_lowest_key, sm, win_bits, tie_bits};
 #pragma unroll 1
     for (int j = 0; j < kNextN; ++j) {
       const int r = b * kNextN + j;

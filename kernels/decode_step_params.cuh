@@ -16,6 +16,9 @@ struct DecodeStepParams {
   // whose addition completes width_blocks selects the row's query rows.
   unsigned int* arrivals;
   int width_blocks;
+  // The lowest order-preserving key (TopkInput of the logits dtype, topk_common.cuh) whose value has a
+  // coarse bin <= b, for each bin b: a threshold bin's key interval without a search on the device.
+  unsigned int coarse_lowest_key[1024];  // kCoarseBins (coarse_bins.hpp; both sides assert it)
 };
 
 // Threshold-bin candidates the selecting CTA keeps (key, column); a larger threshold bin is narrowed by

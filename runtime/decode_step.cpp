@@ -4,8 +4,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
+#include <cstdint>
 
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
+#include "flash_indexer/reference.hpp"
 #include "kernel_key.hpp"
 
 namespace flash_indexer {
@@ -13,8 +17,8 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const DecodeStepConfig& c) const {
-    return ((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 7 + static_cast<std::size_t>(c.logits) * 2 +
-           (c.kv == KvFormat::mxfp4 ? 1 : 0);
+    return ((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 7 +
+           static_cast<std::size_t>(c.logits) * 2 + (c.kv == KvFormat::mxfp4 ? 1 : 0);
   }
 };
 
@@ -37,7 +41,42 @@ int step_smem_bytes(const DecodeStepConfig& c, int width) {
   return std::max(layout, kernels::decode_step_select_bytes(width));
 }
 
+// The lowest key in [kMinKey, kMaxKey] (TopkInput's order-preserving key of the stored dtype,
+// kernels/topk_common.cuh) whose value has a coarse bin <= b, for every bin b: what the device's
+// lowest_key_of_bins_to finds, by the same definition (the key-to-bin map is monotone).
+std::array<unsigned int, kCoarseBins> make_coarse_lowest_keys(LogitsDType dtype) {
+  const bool f32 = dtype == LogitsDType::f32;
+  const unsigned int infinity = dtype == LogitsDType::f16 ? 0x7c00u : 0x7f80u;
+  const unsigned int min_key = f32 ? 0x007fffffu : ~(infinity | 0x8000u) & 0xffffu;
+  const unsigned int max_key = f32 ? 0xff800000u : (infinity | 0x8000u);
+  const auto bin_of_key = [&](unsigned int k) {
+    if (f32) return coarse_bin(float_from_bits((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k));
+    const auto h = static_cast<std::uint16_t>(((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu);
+    return coarse_bin(dtype == LogitsDType::f16 ? reference::f16_bits_to_float(h) : reference::bf16_bits_to_float(h));
+  };
+  std::array<unsigned int, kCoarseBins> keys{};
+  for (int b = 0; b < kCoarseBins; ++b) {
+    unsigned long long lo = min_key, hi = max_key;  // bin(max_key) = 0 <= b
+    while (lo < hi) {
+      const unsigned long long mid = (lo + hi) / 2;
+      if (bin_of_key(static_cast<unsigned int>(mid)) <= b) hi = mid;
+      else lo = mid + 1;
+    }
+    keys[b] = static_cast<unsigned int>(lo);
+  }
+  return keys;
+}
+
+static_assert(sizeof(kernels::DecodeStepParams::coarse_lowest_key) == kCoarseBins * 4, "one key per coarse bin");
+
 }  // namespace
+
+const std::array<unsigned int, kCoarseBins>& decode_step_coarse_lowest_keys(LogitsDType dtype) {
+  static const std::array<unsigned int, kCoarseBins> f32 = make_coarse_lowest_keys(LogitsDType::f32);
+  static const std::array<unsigned int, kCoarseBins> f16 = make_coarse_lowest_keys(LogitsDType::f16);
+  static const std::array<unsigned int, kCoarseBins> bf16 = make_coarse_lowest_keys(LogitsDType::bf16);
+  return dtype == LogitsDType::f32 ? f32 : dtype == LogitsDType::f16 ? f16 : bf16;
+}
 
 std::string DecodeStepConfig::key() const {
   return fmt::format("decode_step.sm90.n{}.h{}.d{}.out-{}.kv-{}.{}", next_n, heads, head_dim, logits_name(logits), kv_name(kv),
@@ -108,7 +147,7 @@ KernelSpec decode_step_kernel_spec(const DecodeStepConfig& c) {
       // Two CTAs per SM wherever the logits kernel has them (N <= 64), so that the selection's code
       // cannot cost the logits their occupancy.
       fmt::arg("ctas", form.consumer_n <= 64 ? 2 : 1));
-  spec.config = {{"kind", "decode_step"},         {"next_n", c.next_n}, {"heads", c.heads}, {"head_dim", c.head_dim},
+  spec.config = {{"kind", "decode_step"},           {"next_n", c.next_n},  {"heads", c.heads},     {"head_dim", c.head_dim},
                  {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)}, {"arch", c.arch.name()}};
   return spec;
 }
@@ -133,6 +172,8 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   launch.grid_x = grid.grid_x;
   launch.grid_y = grid.grid_y;
   launch.smem_bytes = step_smem_bytes(c, topk.width);
+  const auto& keys = decode_step_coarse_lowest_keys(c.logits);
+  std::copy(keys.begin(), keys.end(), launch.params.coarse_lowest_key);
   return launch;
 }
 

@@ -2,11 +2,13 @@
 // The one-pass decode step (kernels/decode_step.cuh): the Hopper paged logits kernel with the fused
 // histogram, whose CTA that completes a row selects the row's top-k. DecodePlan runs it where it
 // applies (decode_step_applies) instead of the logits and top-k kernels; docs/design/decode-step.md.
+#include <array>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "../kernels/decode_step_params.cuh"
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "kernel_registry.hpp"
 #include "kernel_spec.hpp"
@@ -35,6 +37,10 @@ struct DecodeStepConfig {
 bool decode_step_builds(int next_n, int heads, int head_dim, KvFormat kv, const Arch& arch);
 std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch);
 KernelSpec decode_step_kernel_spec(const DecodeStepConfig& config);
+
+// Per coarse bin b, the lowest order-preserving key of the dtype (kernels/topk_common.cuh, TopkInput)
+// whose value has a coarse bin <= b: the step's threshold intervals (DecodeStepParams::coarse_lowest_key).
+const std::array<unsigned int, kCoarseBins>& decode_step_coarse_lowest_keys(LogitsDType dtype);
 
 struct DecodeStepLaunch {
   const LoadedKernel* kernel = nullptr;

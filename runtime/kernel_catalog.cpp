@@ -18,7 +18,6 @@ std::vector<KernelSpec> supported_kernel_specs(const Arch& arch) {
   for (const auto& c : supported_topk_configs(arch)) specs.push_back(topk_kernel_spec(c));
   for (const auto& c : supported_mqa_logits_configs(arch)) specs.push_back(mqa_logits_kernel_spec(c));
   for (const auto& c : supported_topk_merge_configs(arch)) specs.push_back(topk_merge_kernel_spec(c));
-  for (const auto& c : supported_decode_step_configs(arch)) specs.push_back(decode_step_kernel_spec(c));
   specs.push_back(stream_read_kernel_spec(arch));  // the benchmarks' bandwidth probe
   specs.push_back(paged_read_kernel_spec(arch));   // the read floor of a logits cell's own blocks
   specs.push_back(spin_wait_kernel_spec(arch));    // and the wait their timed replays queue behind

@@ -9,6 +9,8 @@
 
 namespace flash_indexer {
 
+// The opt-in one-pass decode step's kernels (decode_step.hpp) are not among them: a plan that asks for
+// them loads them, a manifest names them.
 std::vector<KernelSpec> supported_kernel_specs(const Arch& arch);
 
 // Throws Error naming the key when no op recognizes it or it does not parse.

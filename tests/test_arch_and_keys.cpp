@@ -7,6 +7,7 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
+#include "decode_step.hpp"
 #include "kernel_catalog.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 
@@ -105,8 +106,15 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
-  // bench probes, the one-pass decode step (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes)
-  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 54 + 36 + 3 + 3 + 48);
+  // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes)
+  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 54 + 36 + 3 + 3);
+  CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 48);
+  CHECK(supported_decode_step_configs(Arch{8, 0, false}).empty());
+  for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) {
+    const KernelSpec spec = decode_step_kernel_spec(c);
+    CHECK(kernel_spec_for_key(spec.key).source == spec.source);
+    CHECK(DecodeStepConfig::parse_key(spec.key) == c);
+  }
   for (const KernelSpec& spec : specs) {
     const KernelSpec again = kernel_spec_for_key(spec.key);
     CHECK(again.key == spec.key);

@@ -9,6 +9,7 @@
 // docs/benchmarks/ include those spills.
 #include "catch_compat.hpp"
 
+#include "decode_step.hpp"
 #include "kernel_catalog.hpp"
 #include "nvrtc_compiler.hpp"
 #include "paged_mqa_logits_kernel.hpp"
@@ -19,7 +20,9 @@ using namespace flash_indexer;
 namespace {
 
 const bool registered = [] {
-  for (const KernelSpec& spec : supported_kernel_specs(Arch{9, 0, true})) {
+  std::vector<KernelSpec> specs = supported_kernel_specs(Arch{9, 0, true});
+  for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) specs.push_back(decode_step_kernel_spec(c));
+  for (const KernelSpec& spec : specs) {
     test::register_test("compile " + spec.key, "[compile]", [spec] {
       const CompiledKernel k = compile_kernel(spec);
       INFO(k.log);

@@ -9,9 +9,12 @@
 #include <algorithm>
 #include <random>
 
+#include "decode_step.hpp"
 #include "driver.hpp"
 #include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
+#include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
 #include "plan_reference.hpp"
@@ -34,8 +37,10 @@ struct StepCase {
 
 std::string describe(const StepCase& c) {
   return fmt::format("B {} next_n {} H {} {} k {} width {}{}{}{}{}", c.lengths.size(), c.pc.next_n, c.pc.heads,
-                     c.pc.logits == LogitsDType::f32 ? "f32" : c.pc.logits == LogitsDType::f16 ? "f16" : "bf16", c.pc.k,
-                     c.pc.max_context, c.pc.kv == KvFormat::mxfp4 ? " mxfp4" : "", c.pc.physical_slots ? " slots" : "",
+                     c.pc.logits == LogitsDType::f32   ? "f32"
+                     : c.pc.logits == LogitsDType::f16 ? "f16"
+                                                       : "bf16",
+                     c.pc.k, c.pc.max_context, c.pc.kv == KvFormat::mxfp4 ? " mxfp4" : "", c.pc.physical_slots ? " slots" : "",
                      c.exact ? " exact" : "", c.wide ? " wide" : "");
 }
 
@@ -208,4 +213,24 @@ TEST_CASE("DecodePlan: config.step one_pass is refused where it does not apply, 
   CHECK(DecodePlan::required_bytes(pc) > 0);
   pc.step = static_cast<DecodeStep>(7);
   CHECK_THROWS_WITH(DecodePlan::required_bytes(pc), flash_indexer::test::Contains("config.step: expected automatic"));
+}
+
+TEST_CASE("the step's coarse-bin key table bounds every bin", "[step]") {
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
+    INFO(static_cast<int>(dtype));
+    const bool f32 = dtype == LogitsDType::f32;
+    const auto value_of = [&](unsigned int k) {
+      if (f32) return float_from_bits((k & 0x80000000u) ? (k ^ 0x80000000u) : ~k);
+      const auto h = static_cast<std::uint16_t>(((k & 0x8000u) ? (k ^ 0x8000u) : ~k) & 0xffffu);
+      return dtype == LogitsDType::f16 ? reference::f16_bits_to_float(h) : reference::bf16_bits_to_float(h);
+    };
+    const unsigned int min_key = f32 ? 0x007fffffu : ~((dtype == LogitsDType::f16 ? 0x7c00u : 0x7f80u) | 0x8000u) & 0xffffu;
+    const auto& keys = decode_step_coarse_lowest_keys(dtype);
+    for (int b = 0; b < kCoarseBins; ++b) {
+      CHECK(coarse_bin(value_of(keys[b])) <= b);  // the key's value is in bin b or better
+      if (keys[b] > min_key) CHECK(coarse_bin(value_of(keys[b] - 1)) > b);  // and the key below it is not
+      if (b > 0) CHECK(keys[b] <= keys[b - 1]);
+    }
+  }
+  CHECK(decode_step_coarse_lowest_keys(LogitsDType::f32)[0] == (float_bits(223.0f) ^ 0x80000000u));  // 223 opens bin 0
 }
