@@ -2,7 +2,7 @@
 // ptxas serializes (one test each),
 // except a measured budget for the streaming top-k selectors (split and filter): capped at 64 registers
 // so two CTAs share an SM, ptxas spills a few words (the split selector's split-1 kernels: 12 bytes
-// stored, 12 loaded, 8 of stack at FP16/BF16, 40, 60 and 24 at FP32, some in its pass loops' setup; the
+// stored, 12 loaded, 8 of stack at FP16/BF16, 12, 36 and 16 at FP32, some in its pass loops' setup; the
 // filter selector's FP16 kernels: up to 48, 80 and 24, none in its streaming loop), and for the resident selector in clusters
 // of 16 (its sends of each candidate key to 15 CTAs, unrolled: up to 28 bytes stored, 40 loaded, 24 of
 // stack, once per row; rolled, they cost no spills but 0.4-0.7 us per row). The H200 numbers of
