@@ -98,9 +98,8 @@ struct StepRowSelect {
       uint4 x[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) x[u] = ld_global_l2(row + static_cast<long long>(v + u * kThreads) * kPer);
-      // The bodies rolled, the vectors shifted down a register each step: one copy of the body, whose
-      // code (the candidates' path included) stays in the instruction cache. Unrolled, the selection's
-      // code ran to about 100 KB, fetched cold once per row (about 10 us per row at B 1).
+      // The bodies rolled, the vectors shifted down a register each step, so that the body is compiled
+      // once (with the count passes merged, the step's code is half the size; the time did not change).
 #pragma unroll 1
       for (int u = 0; u < kUnroll; ++u) {
         body(x[0], v + u * kThreads);
@@ -391,21 +390,7 @@ struct StepRowSelect {
     // then coalesced global writes.
     int* const out = sm.candidate_column;
     static_assert(kStepCandidates >= kMaxTopk, "a row's winners fit the candidates' columns");
-    for (int w = w0; w < w1; ++w) {
-      const unsigned int a = win_bits[w], q = tie_bits[w];
-      for (unsigned int m = a | q; m != 0; m &= m - 1) {
-        const int bit = __ffs(static_cast<int>(m)) - 1;
-        int position;
-        if ((a >> bit) & 1u) {
-          position = na + min(nt, tie_slots);
-          ++na;
-        } else {
-          position = nt < tie_slots ? na + nt : -1;
-          ++nt;
-        }
-        if (position >= 0) out[position] = 32 * w + bit;
-      }
-    }
+    for (int w = w0; w < w1; ++w) place_word(out, 32 * w, win_bits[w], tie_bits[w], na, nt, tie_slots, 0);
     Sync::sync();
     const int selected = static_cast<int>(total & 0xffffffffu) + min(static_cast<int>(total >> 32), tie_slots);
     for (int i = threadIdx.x; i < k; i += kThreads) {

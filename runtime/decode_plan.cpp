@@ -104,7 +104,6 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   const DecodePlanLayout layout = decode_plan_layout(config_);
   width_ = layout.width;
   logits_offset_ = 0;
-  arrivals_offset_ = layout.arrivals_offset;
   histogram_offset_ = layout.histogram_offset;
   workspace_offset_ = layout.workspace_offset;
   bytes_ = layout.bytes;
@@ -120,7 +119,8 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
       throw ArgumentError(
           fmt::format("DecodePlan: config.step: one_pass needs the sm_90a kernels (this device is {}{})", arch.name(),
                       portable_forced_by_environment() ? ", and FLASH_INDEXER_KERNEL=portable forces the portable kernels" : ""));
-    PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, arch};
+    // Arch{}: loaded in the current context (an explicit arch would only compile into the disk cache).
+    PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, Arch{}};
     logits.kv = config_.kv;
     if (one_pass_) {  // its grid is the histogram kernel's
       logits.histogram = true;
@@ -154,7 +154,6 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     memory_ = std::exchange(other.memory_, 0);
     owns_memory_ = other.owns_memory_;
     logits_offset_ = other.logits_offset_;
-    arrivals_offset_ = other.arrivals_offset_;
     histogram_offset_ = other.histogram_offset_;
     one_pass_ = other.one_pass_;
     workspace_offset_ = other.workspace_offset_;

@@ -86,7 +86,8 @@ PrefillPlan::PrefillPlan(const PrefillPlanConfig& config, PlanMemory memory) : c
   memory_ = buffer.address;
   owns_memory_ = buffer.owned;
   try {
-    warm_mqa_logits({config_.heads, config_.head_dim, false, config_.logits, current_device_arch()});
+    // Arch{}: loaded in the current context (an explicit arch would only compile into the disk cache).
+    warm_mqa_logits({config_.heads, config_.head_dim, false, config_.logits, Arch{}});
     warm_topk(config_.logits);
   } catch (...) {
     release();

@@ -114,10 +114,13 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
 TEST_CASE("gpu: a captured DecodePlan::run replays with new lengths and block tables", "[gpu][plan]") {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
-  for (const bool pdl : {false, true}) {
-    INFO((pdl ? "pdl" : "no pdl"));
+  // Two kernels with and without programmatic launches, and in one pass (DecodeStep::one_pass).
+  for (const int form : {0, 1, 2}) {
+    const bool pdl = form == 1;
+    INFO((form == 0 ? "two kernels" : form == 1 ? "two kernels, pdl" : "one pass"));
     DecodePlanConfig pc{6, 2, 64, 128, 2048, LogitsDType::f16, 30000, true, true, false};
     pc.pdl = pdl;
+    pc.step = form == 2 ? DecodeStep::one_pass : DecodeStep::two_kernels;
     DecodePlan plan(pc);
     ck::LogitsCase lc = plan_case(pc, {20000, 30000, 5, 0, 12345, 2049}, rng);
     lc.spare_blocks = 500;

@@ -2,7 +2,8 @@
 // are the two-kernel plan's bytes on the same inputs, and the reference top-k of the reference logits
 // where the reference is affordable; across next_n, heads, dtypes, key caches, k from 1 to 4096, rows
 // shorter than k, empty rows, ties (exact-arithmetic inputs), infinities (FP16 overflow), NaN rows,
-// grids of several waves, flattened draft rows, physical slots, and CUDA-graph replays with new lengths.
+// grids of several waves, flattened draft rows, physical slots (the CUDA-graph replays with new lengths:
+// test_gpu_decode_plan.cpp).
 #include "catch_compat.hpp"
 #include <fmt/format.h>
 
@@ -147,56 +148,6 @@ TEST_CASE("gpu: the one-pass step at scale (several waves, long rows) writes the
   cases.push_back({{2, 4, 64, 128, 1024, LogitsDType::bf16, 40000}, {40000, 31000}, false});
   cases.push_back({{8, 4, 32, 128, 2048, LogitsDType::f32, 50000, true, true}, random_lengths(8, 50000, rng), false});
   for (const StepCase& c : cases) check_step(c, rng);
-}
-
-TEST_CASE("gpu: a captured one-pass DecodePlan::run replays with new lengths", "[gpu][plan][step]") {
-  test::require_gpu();
-  std::mt19937_64 rng(test::fresh_seed());
-  DecodePlanConfig pc{5, 2, 64, 128, 2048, LogitsDType::f32, 30000, true, false, false};
-  pc.step = DecodeStep::one_pass;
-  DecodePlan plan(pc);
-  ck::LogitsCase lc;
-  lc.config = {pc.next_n, pc.heads, pc.head_dim, 64, true, pc.logits, {}};
-  lc.lengths = {20000, 30000, 5, 0, 2049};
-  lc.lens_2d = false;
-  lc.exact_values = true;
-  lc.width = pc.max_context;
-  lc.spare_blocks = 500;
-  lc.seed = rng();
-  ck::HostInputs in = ck::make_inputs(lc);
-  ck::DeviceInputs d = ck::upload(in, lc);
-  const ck::LogitsViews v = ck::views(d, in, lc);
-  const std::int64_t rows = 5 * 2;
-  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4);
-  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
-  CUstream stream = test::gpu_session().stream();
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
-  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
-  plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, stream);
-  FI_CU(cuStreamEndCapture, "test", stream, &graph);
-  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
-  for (int replay = 0; replay < 3; ++replay) {
-    INFO("replay " << replay);
-    for (auto& len : in.context_lens) len = static_cast<std::int32_t>(rng() % (pc.max_context + 1));
-    in.context_lens[replay] = 0;
-    ck::reshuffle_block_table(in, rng(), (pc.max_context + 63) / 64, -1);
-    d.context_lens.upload(in.context_lens.data(), in.context_lens.size() * 4);
-    d.block_table.upload(in.block_table.data(), in.block_table.size() * 4);
-    indices.fill(0x7d);
-    FI_CU(cuGraphLaunch, "test", exec, stream);
-    test::gpu_session().synchronize();
-    lc.lengths.assign(in.context_lens.begin(), in.context_lens.end());
-    std::vector<std::int32_t> got = indices.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k);
-    std::vector<std::int32_t> want = test::plan_reference_indices(lc, in, pc, plan.width());
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::sort(got.begin() + r * pc.k, got.begin() + (r + 1) * pc.k);
-      std::sort(want.begin() + r * pc.k, want.begin() + (r + 1) * pc.k);
-    }
-    REQUIRE(got == want);
-  }
-  driver::api().cuGraphExecDestroy(exec);
-  driver::api().cuGraphDestroy(graph);
 }
 
 TEST_CASE("DecodePlan: config.step one_pass is refused where it does not apply, naming it", "[plan][step]") {

@@ -102,8 +102,7 @@ class DecodePlan {
   std::size_t bytes_ = 0;
   unsigned long long memory_ = 0;  // one buffer: logits | histogram | top-k workspace
   bool owns_memory_ = true;        // allocated here (freed by release), else the caller's PlanMemory
-  // arrivals: the one-pass kernel's counters (one per row), zeroed with the histogram that follows them.
-  std::size_t logits_offset_ = 0, arrivals_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
+  std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
   bool one_pass_ = false;
 };
 
