@@ -172,16 +172,19 @@ class DecodePlan(_ext.DecodePlan):
     """The decode indexer in one capturable call (histogram zeroed, logits + histogram, top-k), with its
     workspace allocated once. Create it with the CUDA device current (e.g. after torch.cuda.init()).
     `pdl=True`: the plan's kernels are programmatic dependent launches (DecodePlanConfig::pdl);
-    `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp)."""
+    `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp);
+    `step`: "automatic", "two_kernels" or "one_pass" (DecodePlanConfig::step; the one pass is opt-in,
+    docs/design/decode-step.md)."""
 
     def __init__(self, *, max_batch, next_n, heads, head_dim, k, logits="float16", max_context=131072,
-                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None, memory=None):
+                 histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None, memory=None,
+                 step="automatic"):
         """`memory`: the uint8 CUDA tensor the plan works in (DecodePlan.required_bytes(...) bytes, 256-byte
         aligned), kept alive by the plan; by default one from torch's caching allocator on the current
         device where torch has CUDA, else the plan allocates its own."""
         config = dict(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
                       logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
-                      physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp)
+                      physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp, step=step)
         if memory is None:
             memory = _torch_buffer(lambda: _ext.DecodePlan.required_bytes(**config))
         super().__init__(**config, memory=memory)

@@ -95,6 +95,13 @@ fi::KvFormat kv_format_of(const std::string& op, const std::string& name) {
   throw fi::ArgumentError(fmt::format("{}: kv: expected fp8 or mxfp4, got '{}'", op, name));
 }
 
+fi::DecodeStep decode_step_of(const std::string& op, const std::string& name) {
+  if (name == "automatic") return fi::DecodeStep::automatic;
+  if (name == "two_kernels") return fi::DecodeStep::two_kernels;
+  if (name == "one_pass") return fi::DecodeStep::one_pass;
+  throw fi::ArgumentError(fmt::format("{}: step: expected automatic, two_kernels or one_pass, got '{}'", op, name));
+}
+
 fi::TensorView optional_view(const std::string& op, const std::string& name, const std::optional<AnyArray>& a) {
   return a ? device_view(op, name, *a) : fi::TensorView{};
 }
@@ -307,7 +314,7 @@ fi::PlanMemory plan_memory(const char* op, const std::optional<AnyArray>& memory
 fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_n, int heads, int head_dim, int k,
                                         const std::string& logits, std::int64_t max_context, bool histogram, bool physical_slots,
                                         bool sorted, const std::string& kv, bool pdl,
-                                        std::optional<std::tuple<int, int, int>> dcp) {
+                                        std::optional<std::tuple<int, int, int>> dcp, const std::string& step = "automatic") {
   fi::DecodePlanConfig c;
   c.max_batch = max_batch;
   c.next_n = next_n;
@@ -322,6 +329,7 @@ fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_
   c.kv = kv_format_of(op, kv);
   c.pdl = pdl;
   c.dcp = dcp_layout_of(dcp);
+  c.step = decode_step_of(op, step);
   return c;
 }
 
@@ -524,9 +532,9 @@ NB_MODULE(_flash_indexer, m) {
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
              std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
-             std::optional<std::tuple<int, int, int>> dcp, std::optional<AnyArray> memory) {
+             std::optional<std::tuple<int, int, int>> dcp, std::optional<AnyArray> memory, const std::string& step) {
             const fi::DecodePlanConfig c = decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
-                                                              max_context, histogram, physical_slots, sorted, kv, pdl, dcp);
+                                                              max_context, histogram, physical_slots, sorted, kv, pdl, dcp, step);
             const fi::PlanMemory buffer = plan_memory("DecodePlan", memory);
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c, buffer);
@@ -534,20 +542,20 @@ NB_MODULE(_flash_indexer, m) {
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
-          nb::arg("dcp").none() = nb::none(), nb::arg("memory").none() = nb::none())
+          nb::arg("dcp").none() = nb::none(), nb::arg("memory").none() = nb::none(), nb::arg("step") = "automatic")
       .def_static(
           "required_bytes",
           [](int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits, std::int64_t max_context,
              bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
-             std::optional<std::tuple<int, int, int>> dcp) {
+             std::optional<std::tuple<int, int, int>> dcp, const std::string& step) {
             return fi::DecodePlan::required_bytes(decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
-                                                                     max_context, histogram, physical_slots, sorted, kv, pdl,
-                                                                     dcp));
+                                                                     max_context, histogram, physical_slots, sorted, kv, pdl, dcp,
+                                                                     step));
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
-          nb::arg("dcp").none() = nb::none(),
+          nb::arg("dcp").none() = nb::none(), nb::arg("step") = "automatic",
           "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
       .def(
           "run",
@@ -569,7 +577,8 @@ NB_MODULE(_flash_indexer, m) {
       .def_prop_ro("workspace_bytes", &fi::DecodePlan::workspace_bytes, "Device memory the plan holds.")
       .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })
       .def_prop_ro("next_n", [](const fi::DecodePlan& p) { return p.config().next_n; })
-      .def_prop_ro("k", [](const fi::DecodePlan& p) { return p.config().k; });
+      .def_prop_ro("k", [](const fi::DecodePlan& p) { return p.config().k; })
+      .def_prop_ro("one_pass", &fi::DecodePlan::one_pass, "Whether run() launches the one-pass kernel (step).");
 
   nb::class_<fi::DcpDecodePlan>(m, "DcpDecodePlan",
                                 "The decode indexer of one rank of a DCP group: its shard's logits and local top-k, "

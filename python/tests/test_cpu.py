@@ -79,6 +79,14 @@ def test_bad_configurations_raise_value_error():
         fi.DecodePlan.required_bytes(max_batch=1, next_n=1, heads=64, head_dim=128, k=0)
     with pytest.raises(ValueError, match="heads"):
         fi.DecodePlan(max_batch=1, next_n=1, heads=48, head_dim=128, k=2048)
+    # The one-pass step: named where it does not apply; it counts the histogram whatever `histogram` says.
+    with pytest.raises(ValueError, match="config.step: one_pass applies to"):
+        fi.DecodePlan.required_bytes(max_batch=1, next_n=1, heads=16, head_dim=128, k=2048, step="one_pass")
+    with pytest.raises(ValueError, match="step: expected automatic, two_kernels or one_pass, got 'fused'"):
+        fi.DecodePlan(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, step="fused")
+    bare = dict(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, max_context=4096, histogram=False)
+    one = fi.DecodePlan.required_bytes(**bare, step="one_pass")
+    assert one > fi.DecodePlan.required_bytes(**bare) and one % 256 == 0
     with pytest.raises(ValueError, match="logits dtype: expected float32, float16 or bfloat16"):
         fi.warm_topk("int8")
     with pytest.raises(ValueError, match="variant: expected automatic, portable or sm90"):
