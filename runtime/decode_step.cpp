@@ -156,7 +156,7 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
                                      unsigned int* arrivals, CUstream stream) {
   const PagedMqaLogitsLaunch grid = prepare_paged_mqa_logits(op, logits, stream, true, false);
   if (!grid.sm90 || logits.params.histogram == nullptr || topk.width > kernels::kStepMaxWidth)
-    throw Error(fmt::format("{}: the one-pass step does not apply to this call (the plan checks decode_step_applies)", op));
+    throw Error(fmt::format("{}: the one-pass step does not apply to this call (the plan checks its shapes first)", op));
   DecodeStepConfig c{grid.sm90_params.p.rows_per_request > 1 ? 1 : logits.config.next_n,
                      logits.config.heads,
                      logits.config.head_dim,

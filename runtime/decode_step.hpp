@@ -1,7 +1,7 @@
 #pragma once
 // The one-pass decode step (kernels/decode_step.cuh): the Hopper paged logits kernel with the fused
-// histogram, whose CTA that completes a row selects the row's top-k. DecodePlan runs it where it
-// applies (decode_step_applies) instead of the logits and top-k kernels; docs/design/decode-step.md.
+// histogram, whose CTA that completes a row selects the row's top-k. DecodePlan runs it instead of the
+// logits and top-k kernels where its config.step asks for it; docs/design/decode-step.md.
 #include <array>
 #include <string>
 #include <string_view>
