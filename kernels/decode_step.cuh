@@ -25,7 +25,7 @@
 #include "decode_step_params.cuh"
 #include "paged_mqa_logits_sm90.cuh"
 #include "topk_common.cuh"
-#include "topk_filter.cuh"
+#include "topk_resident.cuh"  // place_word
 #include "topk_threshold_scan.cuh"
 
 namespace flash_indexer {

@@ -99,6 +99,28 @@ struct TopkInput<LogitsOut::f16> : TopkInput16<LogitsOut::f16> {};
 template <>
 struct TopkInput<LogitsOut::bf16> : TopkInput16<LogitsOut::bf16> {};
 
+// The largest score of a vector (NaN only if every element is NaN): packed 16-bit max for FP16 and
+// BF16 (PTX max without .NaN returns the other operand of a NaN), a chain of fmaxf for FP32.
+template <LogitsOut kIn>
+__device__ __forceinline__ float vector_max(const uint4& v) {
+  using In = TopkInput<kIn>;
+  if constexpr (kIn == LogitsOut::f32) {
+    return fmaxf(fmaxf(__uint_as_float(v.x), __uint_as_float(v.y)), fmaxf(__uint_as_float(v.z), __uint_as_float(v.w)));
+  } else {
+    unsigned int a, b, m;
+    if constexpr (kIn == LogitsOut::f16) {
+      asm("max.f16x2 %0, %1, %2;" : "=r"(a) : "r"(v.x), "r"(v.y));
+      asm("max.f16x2 %0, %1, %2;" : "=r"(b) : "r"(v.z), "r"(v.w));
+      asm("max.f16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+    } else {
+      asm("max.bf16x2 %0, %1, %2;" : "=r"(a) : "r"(v.x), "r"(v.y));
+      asm("max.bf16x2 %0, %1, %2;" : "=r"(b) : "r"(v.z), "r"(v.w));
+      asm("max.bf16x2 %0, %1, %2;" : "=r"(m) : "r"(a), "r"(b));
+    }
+    return fmaxf(In::value(In::from_bits(m & 0xffffu)), In::value(In::from_bits(m >> 16)));
+  }
+}
+
 // The fine (selector) bin of x, or the slot past the bins for NaN. The bin is computed first so that the
 // choice is a select: `is_nan(x) ? slot : fine_bin_of(x)` compiles to a branch around the bin
 // arithmetic (BSSY / BRA / BSYNC, three instructions more per logit of a count pass).

@@ -70,7 +70,7 @@ std::size_t arrivals_bytes(const DecodePlanConfig& c) {
 
 // The one buffer's layout: logits | arrivals, histogram | top-k workspace, each 256-byte aligned. The
 // one-pass kernel's arrival counters (one per row) lie right before the histogram, so that one memset
-// zeroes both; both exist where the plan fuses the histogram or may run in one pass.
+// zeroes both; the histogram exists where the plan fuses it or runs in one pass, the counters there only.
 struct DecodePlanLayout {
   std::int64_t width = 0;
   std::size_t arrivals_offset = 0, histogram_offset = 0, workspace_offset = 0, bytes = 0;
@@ -84,7 +84,7 @@ DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
   const std::size_t element = c.logits == LogitsDType::f32 ? 4 : 2;
   const bool histogram = c.histogram || one_pass_chosen(c);
   l.arrivals_offset = align_up(rows * l.width * element, 256);
-  l.histogram_offset = l.arrivals_offset + (histogram ? arrivals_bytes(c) : 0);
+  l.histogram_offset = l.arrivals_offset + (one_pass_chosen(c) ? arrivals_bytes(c) : 0);
   l.workspace_offset = align_up(l.histogram_offset + (histogram ? rows * kCoarseBins * 4 : 0), 256);
   l.bytes = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
   return l;
@@ -235,7 +235,7 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     launch.empty = true;
     return launch;
   }
-  if (plan.one_pass() && config.dcp.ranks <= 1) {
+  if (plan.one_pass()) {  // (never with DCP: step_shapes)
     // One kernel: the logits with the fused histogram, each row selected by the CTA that completes it.
     // The memset zeroes every arrival counter and the run's histogram rows.
     PagedMqaLogitsCall with_histogram = logits_call;

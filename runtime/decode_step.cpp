@@ -180,7 +180,7 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
 void enqueue(const DecodeStepLaunch& launch, CUstream stream) {
   kernels::DecodeStepParams params = launch.params;
   void* args[] = {&params};
-  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, launch.pdl, launch.smem_bytes);
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, false, launch.smem_bytes);
 }
 
 void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv) {

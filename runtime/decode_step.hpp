@@ -47,7 +47,6 @@ struct DecodeStepLaunch {
   kernels::DecodeStepParams params{};
   unsigned grid_x = 0, grid_y = 0;
   int smem_bytes = 0;
-  bool pdl = false;
 };
 
 // The step of a checked logits call (its histogram set) and its checked top-k, whose launch the
