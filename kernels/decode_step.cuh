@@ -10,6 +10,13 @@
 // select the row's query rows while the other CTAs of the grid go on with their own rows. No CTA ever
 // waits for another, so any grid (several waves, other work on the GPU) is safe.
 //
+// The spread form (DecodeStepParams::spread), where the host launches the grid cooperatively (every CTA
+// resident at once): every CTA of the row waits for the row's last arrival, marks its own columns
+// against the threshold into the row's global bitmaps and candidate list (step 3 on its columns only),
+// and adds one to the row's `filtered` counter; the CTA that completes it copies the marks into shared
+// memory and goes on from step 4. A row the form cannot take (a threshold bin of more than
+// kStepCandidates columns of several keys, or marks that do not add up) is selected as above.
+//
 // The selection of one row, by the consumer threads (named barrier 2; the producer warpgroup has left):
 //   1. The threshold bin T of the row's histogram: the bin where the running count reaches k.
 //   2. T as a key interval [lo, hi) (a table the host computes per dtype); a bin with more than
@@ -40,6 +47,9 @@ struct StepSmem {
   unsigned long long scan64[32];           // BlockScan
   int found[4];                            // scan_threshold
   int candidates;                          // the filter pass's counter (it counts past the buffer)
+  FoundBin spread_found[4];                // the spread form: each query row's coarse threshold
+  int spread_negative[4];
+  int spread_last;                         // this CTA completed its grid row's filters
 };
 static_assert(sizeof(StepSmem) <= kStepFixedBytes, "kStepFixedBytes holds the fixed part");
 static_assert(sizeof(DecodeStepParams::coarse_lowest_key) == kCoarseBins * 4, "one key per coarse bin");
@@ -56,6 +66,16 @@ __device__ __forceinline__ int ld_global_l2(const int* p) {
   asm volatile("ld.global.cg.s32 %0, [%1];" : "=r"(v) : "l"(p));
   return v;
 }
+__device__ __forceinline__ unsigned int ld_global_l2(const unsigned int* p) {
+  unsigned int v;
+  asm volatile("ld.global.cg.u32 %0, [%1];" : "=r"(v) : "l"(p));
+  return v;
+}
+__device__ __forceinline__ unsigned long long ld_global_l2(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.global.cg.u64 %0, [%1];" : "=l"(v) : "l"(p));
+  return v;
+}
 
 // Adds `blocks` to a row's arrival counter after the CTA's writes (release) and returns the count
 // before (acquire where it completes the row): the pattern of a split-K semaphore.
@@ -66,6 +86,29 @@ __device__ __forceinline__ unsigned int arrive_on_row(unsigned int* counter, uns
   asm volatile("fence.acq_rel.gpu;" ::: "memory");
   return before;
 }
+
+// Spins until a row's arrival counter reaches `target` (the spread form: every CTA of the launch is
+// resident, so every arrival comes), then acquires what the arrivals released.
+__device__ __forceinline__ void wait_for_row(const unsigned int* counter, unsigned int target) {
+  unsigned int seen;
+#pragma unroll 1
+  for (;;) {
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
+    if (seen >= target) break;
+    __nanosleep(32);
+  }
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
+// What a row's selection knows once its winners, ties and candidates are marked (StepRowSelect).
+struct RowMarks {
+  ThresholdKeys th;     // the interval of the candidates
+  bool all;             // fewer than k selectable: every one wins
+  int above_all;        // winners above the interval
+  int candidates_all;   // columns in the interval
+  int histogram_use;    // the report: 1 the histogram held, 2 it did not and the row was counted
+  int report_bin, report_count, passes;
+};
 
 template <LogitsOut kOut, int kThreads>
 struct StepRowSelect {
@@ -263,8 +306,10 @@ struct StepRowSelect {
     Sync::sync();
   }
 
-  // Row r: its k best columns into indices (and values), and its report.
-  __device__ __forceinline__ void select(int r, const int* histogram) {
+  // Row r's marks from its logits: its threshold interval from the histogram (or, where the histogram does
+  // not add up, from its logits), its winners above the interval (and, where the interval is one key, its
+  // ties) in the bitmaps and its candidates in the interval in sm.
+  __device__ __forceinline__ RowMarks search(int r, const int* histogram) {
     const int k = t.k;
     const int len = topk_row_length(t, r);
     const Raw* row = reinterpret_cast<const Raw*>(
@@ -336,6 +381,20 @@ struct StepRowSelect {
       if (holds || counted) break;
     }
 
+    return {th, all, above_all, candidates_all, histogram_use, report_bin, report_count, passes};
+  }
+
+  // The rest of row r's selection from its marks: which candidates win, then its k best columns into
+  // indices (and values), and its report.
+  __device__ __forceinline__ void finish(int r, const RowMarks& m) {
+    const int k = t.k;
+    const int len = topk_row_length(t, r);
+    const Raw* row = reinterpret_cast<const Raw*>(
+        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const int words = (len + 31) >> 5;
+    const ThresholdKeys& th = m.th;
+    const bool all = m.all;
+    const int above_all = m.above_all, candidates_all = m.candidates_all;
     // Which candidates win: all of them when exactly `need` are there, else the `need` largest keys
     // (digit rounds), the k-th key's columns as ties taken lowest column first.
     const bool single = th.hi - th.lo <= 1;
@@ -405,12 +464,110 @@ struct StepRowSelect {
     }
     if (threadIdx.x == 0) {
       int* out = t.report + static_cast<long long>(r) * kTopkReportInts;
-      out[0] = histogram_use;
-      out[1] = all ? 1024 : report_bin;
-      out[2] = all ? 0 : report_count;
-      out[3] = passes;
+      out[0] = m.histogram_use;
+      out[1] = all ? 1024 : m.report_bin;
+      out[2] = all ? 0 : m.report_count;
+      out[3] = m.passes;
     }
     Sync::sync();  // the bitmaps and sm free for the next row
+  }
+
+  // The threshold interval of a row's coarse threshold (the whole row where fewer than k are selectable).
+  __device__ __forceinline__ ThresholdKeys interval_of(const FoundBin& f) const {
+    return f.bin >= 1024 ? ThresholdKeys{In::kMinKey, In::kMinKey, 0, 0} : coarse_interval(f.bin, f.above, f.count, t.k);
+  }
+  // Whether the spread form can take a row of this threshold: its interval's candidates fit the list (one
+  // key's columns go to the ties' bitmap, any number of them), and the histogram is whole.
+  __device__ __forceinline__ static bool spreads(const FoundBin& f, const ThresholdKeys& th, bool negative) {
+    return !negative && (f.bin >= 1024 || th.hi - th.lo <= 1 || f.count <= kStepCandidates);
+  }
+
+  // The spread form's filter (DecodeStepParams::spread): columns [c0, c1) of row r (c0 and c1 multiples of
+  // 64, or c1 the width), marked in the row's global bitmaps (whole words: no other CTA writes them) and
+  // its candidates appended to the row's list. Whole warps: a word's lanes OR their bits together.
+  __device__ __forceinline__ void spread_filter(int r, int len, int c0, int c1, const ThresholdKeys& th, unsigned int* wins,
+                                                unsigned int* ties, int* count, unsigned long long* list) const {
+    constexpr int kLanesPerWord = 32 / kPer;
+    const Raw* row = reinterpret_cast<const Raw*>(
+        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const bool single = th.hi - th.lo <= 1;
+    const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int v1 = c1 / kPer;
+#pragma unroll 1
+    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {
+      uint4 x;
+      if (v < v1) {
+        x = vector_at(row, len, v);
+      } else {
+        Raw* e = reinterpret_cast<Raw*>(&x);
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) e[i] = In::nan();
+      }
+      unsigned int a = 0, b = 0;
+#pragma unroll
+      for (int e = 0; e < kPer; ++e) {
+        const float value = In::value(element(x, e));
+        a |= value >= above_at ? 1u << e : 0u;
+        b |= value >= candidate_at ? 1u << e : 0u;
+      }
+      b &= ~a;
+      const int shift = (v * kPer) & 31;
+      unsigned int word_a = a << shift, word_t = single ? b << shift : 0u;
+#pragma unroll
+      for (int o = 1; o < kLanesPerWord; o <<= 1) {
+        word_a |= __shfl_xor_sync(0xffffffffu, word_a, o);
+        word_t |= __shfl_xor_sync(0xffffffffu, word_t, o);
+      }
+      if (v < v1 && lane % kLanesPerWord == 0) {
+        wins[(v * kPer) >> 5] = word_a;
+        ties[(v * kPer) >> 5] = word_t;
+      }
+      if (single) continue;
+      const int n = __popc(b);
+      if (!__any_sync(0xffffffffu, n != 0)) continue;
+      const int through = warp_inclusive_sum(n);
+      int base = 0;
+      if (lane == 31) base = atomicAdd(count, through);
+      int slot = __shfl_sync(0xffffffffu, base, 31) + through - n;
+      for (unsigned int m = b; m != 0; m &= m - 1, ++slot) {
+        const int e = __ffs(static_cast<int>(m)) - 1;
+        if (slot < kStepCandidates)
+          list[slot] = static_cast<unsigned long long>(In::key(element_at(x, e))) << 32 | static_cast<unsigned int>(v * kPer + e);
+      }
+    }
+  }
+
+  // The spread form's marks of row r, on the CTA that completed the row's filters: the bitmaps and the
+  // candidates from the global scratch into shared memory. False where they do not add up to the
+  // histogram's counts (the caller then searches the row's logits).
+  __device__ __forceinline__ bool spread_marks(int r, const FoundBin& f, const unsigned int* wins, const unsigned int* ties,
+                                               const int* count, const unsigned long long* list, RowMarks& m) {
+    const int len = topk_row_length(t, r);
+    const ThresholdKeys th = interval_of(f);
+    const bool all = f.bin >= 1024;
+    const bool single = th.hi - th.lo <= 1;
+    const int words = (len + 31) >> 5;
+    unsigned long long bits = 0;  // winners | ties << 32
+    for (int i = threadIdx.x; i < words; i += kThreads) {
+      const unsigned int w = ld_global_l2(wins + i), tw = ld_global_l2(ties + i);
+      win_bits[i] = w;
+      tie_bits[i] = tw;
+      bits += static_cast<unsigned long long>(__popc(w)) | static_cast<unsigned long long>(__popc(tw)) << 32;
+    }
+    const int listed = ld_global_l2(count);
+    if (!single)
+      for (int i = threadIdx.x; i < min(listed, kStepCandidates); i += kThreads) {
+        const unsigned long long e = ld_global_l2(list + i);
+        sm.candidate_key[i] = static_cast<unsigned int>(e >> 32);
+        sm.candidate_column[i] = static_cast<int>(e & 0xffffffffu);
+      }
+    const unsigned long long sums = BlockScan<kThreads, Sync>::sum(bits, sm.scan64);  // (syncs)
+    const int above_all = static_cast<int>(sums & 0xffffffffu);
+    const int candidates_all = single ? static_cast<int>(sums >> 32) : listed;
+    const int promised_above = all ? f.total : t.k - th.need;
+    m = {th, all, above_all, candidates_all, 1, f.bin, f.count, 0};
+    return above_all == promised_above && (all || candidates_all == th.count) && (single || candidates_all <= kStepCandidates);
   }
 };
 
@@ -426,20 +583,73 @@ struct DecodeStepTail {
     unsigned int before = 0;
     __syncthreads();  // every thread's stores and counts precede the arrival
     if (threadIdx.x == 0) before = arrive_on_row(s.arrivals + b, static_cast<unsigned int>(covered));
-    const bool last = __syncthreads_or(threadIdx.x == 0 && before + static_cast<unsigned int>(covered) ==
-                                                               static_cast<unsigned int>(s.width_blocks)) != 0;
+    Select select = selector(smem);
+    bool last;
+    if (s.spread != 0) {
+      last = spread_filters(select, b, covered);
+    } else {
+      last = __syncthreads_or(threadIdx.x == 0 &&
+                              before + static_cast<unsigned int>(covered) == static_cast<unsigned int>(s.width_blocks)) != 0;
+    }
     if (!last || threadIdx.x >= kSelectThreads) return;
-    // The selection reuses the kernel's shared memory from its start: the ring, the query and the
-    // barriers are done with (every consumer has passed its last block).
-    StepSmem& sm = *reinterpret_cast<StepSmem*>(smem);
-    unsigned int* win_bits = reinterpret_cast<unsigned int*>(smem + kStepFixedBytes);
-    unsigned int* tie_bits = win_bits + (s.topk.width + 63) / 64 * 2;
-    StepRowSelect<kOut, kSelectThreads> select{s.topk, s.coarse_lowest_key, sm, win_bits, tie_bits};
 #pragma unroll 1
     for (int j = 0; j < kNextN; ++j) {
       const int r = b * kNextN + j;
-      select.select(r, s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins);
+      const int* histogram = s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins;
+      RowMarks marks;
+      bool marked = false;
+      if (s.spread != 0) {
+        const FoundBin f = select.sm.spread_found[j];
+        const unsigned int* wins = s.spread_bits + static_cast<long long>(r) * 2 * s.spread_words;
+        marked = Select::spreads(f, select.interval_of(f), select.sm.spread_negative[j]) &&
+                 select.spread_marks(r, f, wins, wins + s.spread_words, s.spread_candidates_count + r,
+                                     s.spread_candidates + static_cast<long long>(r) * s.spread_list, marks);
+      }
+      if (!marked) marks = select.search(r, histogram);
+      select.finish(r, marks);
     }
+  }
+
+ private:
+  using Select = StepRowSelect<kOut, kSelectThreads>;
+
+  // The selection reuses the kernel's shared memory from its start: the ring, the query and the barriers
+  // are done with (every consumer has passed its last block).
+  __device__ __forceinline__ Select selector(unsigned char* smem) const {
+    unsigned int* win_bits = reinterpret_cast<unsigned int*>(smem + kStepFixedBytes);
+    return Select{s.topk, s.coarse_lowest_key, *reinterpret_cast<StepSmem*>(smem), win_bits,
+                  win_bits + (s.topk.width + 63) / 64 * 2};
+  }
+
+  // The spread form (DecodeStepParams::spread): after the row's last arrival every CTA of the row marks
+  // its own columns of each query row. Whether this CTA completed the row's filters (false for the
+  // producer warpgroup, which leaves).
+  __device__ __forceinline__ bool spread_filters(Select& select, int b, int covered) const {
+    if (threadIdx.x == 0) wait_for_row(s.arrivals + b, static_cast<unsigned int>(s.width_blocks));
+    __syncthreads();
+    if (threadIdx.x >= kSelectThreads) return false;
+    StepSmem& sm = select.sm;
+    const int c0 = static_cast<int>(blockIdx.x) * s.logits.blocks_per_split * 64;
+    const int c1 = min(c0 + covered * 64, s.topk.width);
+#pragma unroll 1
+    for (int j = 0; j < kNextN; ++j) {
+      const int r = b * kNextN + j;
+      bool negative = false;
+      const FoundBin f = select.threshold(s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins, s.topk.k, negative);
+      const ThresholdKeys th = select.interval_of(f);
+      if (threadIdx.x == 0) {
+        sm.spread_found[j] = f;
+        sm.spread_negative[j] = negative;
+      }
+      if (!Select::spreads(f, th, negative)) continue;  // the last CTA selects the row from its logits
+      unsigned int* wins = s.spread_bits + static_cast<long long>(r) * 2 * s.spread_words;
+      select.spread_filter(r, topk_row_length(s.topk, r), c0, c1, th, wins, wins + s.spread_words, s.spread_candidates_count + r,
+                           s.spread_candidates + static_cast<long long>(r) * s.spread_list);
+    }
+    Select::Sync::sync();  // every thread's marks precede the arrival
+    if (threadIdx.x == 0) sm.spread_last = arrive_on_row(s.filtered + b, 1u) + 1u == gridDim.x;
+    Select::Sync::sync();
+    return sm.spread_last != 0;
   }
 };
 

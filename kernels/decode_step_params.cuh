@@ -16,6 +16,18 @@ struct DecodeStepParams {
   // whose addition completes width_blocks selects the row's query rows.
   unsigned int* arrivals;
   int width_blocks;
+  // The spread form (nonzero: a cooperative launch, so every CTA is resident at once): every CTA of a
+  // grid row waits for the row's arrivals, then marks its own columns against each query row's
+  // threshold in the row's bitmaps and candidate list, and the CTA that completes the row's `filtered`
+  // count ranks the candidates and writes the row. Zero before the launch: filtered (per grid row),
+  // spread_candidates_count (per query row).
+  int spread;
+  unsigned int* filtered;
+  int* spread_candidates_count;
+  unsigned long long* spread_candidates;  // per query row spread_list entries: key << 32 | column
+  int spread_list;                        // min(kStepCandidates, width): no row has more candidates
+  unsigned int* spread_bits;              // per query row: winners' words, then ties' words
+  int spread_words;                       // words per bitmap (width / 32, even)
   // The lowest order-preserving key (TopkInput of the logits dtype, topk_common.cuh) whose value has a
   // coarse bin <= b, for each bin b: a threshold bin's key interval without a search on the device.
   unsigned int coarse_lowest_key[1024];  // kCoarseBins (coarse_bins.hpp; both sides assert it)
@@ -28,6 +40,15 @@ constexpr int kStepCandidates = 4096;
 // with the candidates stays within what keeps the logits kernels' occupancy (two CTAs of 113 KiB per SM
 // on 228 KiB parts). Wider plans run the logits and the top-k as two kernels.
 constexpr int kStepMaxWidth = 262144;
+
+// The spread form's scratch per query row, in bytes: the candidates and the two bitmaps.
+constexpr long long decode_step_spread_list(long long width) { return width < kStepCandidates ? width : kStepCandidates; }
+constexpr long long decode_step_spread_row_bytes(long long width) {
+  return decode_step_spread_list(width) * 8 + 2 * ((width + 63) / 64 * 2) * 4;
+}
+// The most query rows a plan keeps the spread form's scratch for (a one-wave grid of more rows is rare:
+// short contexts at large batch).
+constexpr int kStepSpreadMaxRows = 256;
 
 // The selection's fixed shared memory (decode_step.cuh, StepSmem) and the bitmaps after it.
 constexpr int kStepFixedBytes = (1024 + 2 * kStepCandidates) * 4 + 512;

@@ -63,17 +63,21 @@ void check_config(const DecodePlanConfig& c) {
   }
 }
 
-// The arrival counters' bytes before the histogram (16-byte aligned, as the histogram must be).
-std::size_t arrivals_bytes(const DecodePlanConfig& c) {
-  return align_up(static_cast<std::size_t>(c.max_batch) * c.next_n * 4, 16);
+// The one-pass kernel's counters before the histogram (16-byte aligned, as the histogram must be): arrivals,
+// filters and candidates, max_batch * next_n of each (DecodeStepScratch).
+std::size_t step_rows(const DecodePlanConfig& c) { return static_cast<std::size_t>(c.max_batch) * c.next_n; }
+std::size_t arrivals_bytes(const DecodePlanConfig& c) { return align_up(step_rows(c) * kDecodeStepCountersPerRow * 4, 16); }
+std::int64_t spread_rows(const DecodePlanConfig& c) {
+  return static_cast<std::int64_t>(std::min<std::size_t>(step_rows(c), kernels::kStepSpreadMaxRows));
 }
 
-// The one buffer's layout: logits | arrivals, histogram | top-k workspace, each 256-byte aligned. The
-// one-pass kernel's arrival counters (one per row) lie right before the histogram, so that one memset
-// zeroes both; the histogram exists where the plan fuses it or runs in one pass, the counters there only.
+// The one buffer's layout: logits | counters, histogram | top-k workspace | the step's spread scratch,
+// each 256-byte aligned. The one-pass kernel's counters lie right before the histogram, so that one
+// memset zeroes both; the histogram exists where the plan fuses it or runs in one pass, the counters and
+// the scratch there only.
 struct DecodePlanLayout {
   std::int64_t width = 0;
-  std::size_t arrivals_offset = 0, histogram_offset = 0, workspace_offset = 0, bytes = 0;
+  std::size_t arrivals_offset = 0, histogram_offset = 0, workspace_offset = 0, spread_offset = 0, bytes = 0;
 };
 
 DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
@@ -86,7 +90,11 @@ DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
   l.arrivals_offset = align_up(rows * l.width * element, 256);
   l.histogram_offset = l.arrivals_offset + (one_pass_chosen(c) ? arrivals_bytes(c) : 0);
   l.workspace_offset = align_up(l.histogram_offset + (histogram ? rows * kCoarseBins * 4 : 0), 256);
-  l.bytes = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  l.spread_offset = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  l.bytes = l.spread_offset +
+            (one_pass_chosen(c)
+                 ? align_up(static_cast<std::size_t>(spread_rows(c) * kernels::decode_step_spread_row_bytes(l.width)), 256)
+                 : 0);
   return l;
 }
 
@@ -106,6 +114,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   logits_offset_ = 0;
   histogram_offset_ = layout.histogram_offset;
   workspace_offset_ = layout.workspace_offset;
+  spread_offset_ = layout.spread_offset;
   bytes_ = layout.bytes;
   const PlanBuffer buffer = acquire_plan_buffer("DecodePlan", memory, bytes_);
   memory_ = buffer.address;
@@ -157,6 +166,7 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     histogram_offset_ = other.histogram_offset_;
     one_pass_ = other.one_pass_;
     workspace_offset_ = other.workspace_offset_;
+    spread_offset_ = other.spread_offset_;
   }
   return *this;
 }
@@ -181,7 +191,7 @@ TensorView DecodePlan::histogram(std::int64_t batch) const {
 
 TensorView DecodePlan::topk_workspace() const {
   return TensorView::contiguous(reinterpret_cast<void*>(memory_ + workspace_offset_), DType::u8,
-                                {static_cast<std::int64_t>(bytes_ - workspace_offset_)});
+                                {static_cast<std::int64_t>(spread_offset_ - workspace_offset_)});
 }
 
 void DecodePlan::run(const TensorView& q, const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
@@ -243,10 +253,16 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     with_histogram.config.histogram = true;
     with_histogram.params.histogram = static_cast<int*>(histogram.data);
     const std::int64_t counters = static_cast<std::int64_t>(arrivals_bytes(config) / 4);
-    unsigned int* arrivals = static_cast<unsigned int*>(histogram.data) - counters;
-    launch.histogram = TensorView::contiguous(arrivals, DType::i32, {counters + histogram.numel()});
+    const std::int64_t rows = static_cast<std::int64_t>(step_rows(config));
+    DecodeStepScratch scratch;
+    scratch.arrivals = static_cast<unsigned int*>(histogram.data) - counters;
+    scratch.filtered = scratch.arrivals + rows;
+    scratch.candidates_count = reinterpret_cast<int*>(scratch.filtered + rows);
+    scratch.spread = static_cast<unsigned char*>(plan.logits(0).data) + decode_plan_layout(config).spread_offset;
+    scratch.spread_rows = spread_rows(config);
+    launch.histogram = TensorView::contiguous(scratch.arrivals, DType::i32, {counters + histogram.numel()});
     launch.one_pass = true;
-    launch.step = prepare_decode_step(op, with_histogram, topk_call.params, arrivals, stream);
+    launch.step = prepare_decode_step(op, with_histogram, topk_call.params, scratch, stream);
     return launch;
   }
   launch.topk = prepare_topk(op, topk_call, stream);

@@ -153,7 +153,7 @@ KernelSpec decode_step_kernel_spec(const DecodeStepConfig& c) {
 }
 
 DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCall& logits, const kernels::TopkParams& topk,
-                                     unsigned int* arrivals, CUstream stream) {
+                                     const DecodeStepScratch& scratch, CUstream stream) {
   const PagedMqaLogitsLaunch grid = prepare_paged_mqa_logits(op, logits, stream, true, false);
   if (!grid.sm90 || logits.params.histogram == nullptr || topk.width > kernels::kStepMaxWidth)
     throw Error(fmt::format("{}: the one-pass step does not apply to this call (the plan checks its shapes first)", op));
@@ -167,10 +167,27 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   launch.kernel = &loaded_kernel(op, c, stream);
   launch.params.logits = grid.sm90_params;
   launch.params.topk = topk;
-  launch.params.arrivals = arrivals;
+  launch.params.arrivals = scratch.arrivals;
   launch.params.width_blocks = static_cast<int>(logits.width_blocks);
   launch.grid_x = grid.grid_x;
   launch.grid_y = grid.grid_y;
+  // The spread form where every CTA is resident at once (its CTAs wait for their row's others) and the
+  // scratch holds the rows.
+  const std::int64_t ctas = static_cast<std::int64_t>(grid.grid_x) * grid.grid_y;
+  const std::int64_t rows = static_cast<std::int64_t>(grid.grid_y) * c.next_n;
+  launch.params.spread = scratch.spread != nullptr && rows <= scratch.spread_rows &&
+                         ctas <= static_cast<std::int64_t>(launch.kernel->multiprocessors) * launch.kernel->ctas_per_sm;
+  if (launch.params.spread != 0) {
+    auto* base = static_cast<unsigned char*>(scratch.spread);
+    launch.params.filtered = scratch.filtered;
+    launch.params.spread_candidates_count = scratch.candidates_count;
+    launch.params.spread_list = static_cast<int>(kernels::decode_step_spread_list(topk.width));
+    launch.params.spread_candidates = reinterpret_cast<unsigned long long*>(base);
+    launch.params.spread_bits = reinterpret_cast<unsigned int*>(base + scratch.spread_rows * launch.params.spread_list * 8);
+    launch.params.spread_words = static_cast<int>((topk.width + 63) / 64 * 2);
+    // The candidates of every row, then the bitmaps of every row: decode_step_spread_row_bytes(width) per row.
+    static_assert(kernels::decode_step_spread_row_bytes(64) == 64 * 8 + 2 * 2 * 4, "the layout above");
+  }
   launch.smem_bytes = step_smem_bytes(c, topk.width);
   const auto& keys = decode_step_coarse_lowest_keys(c.logits);
   std::copy(keys.begin(), keys.end(), launch.params.coarse_lowest_key);
@@ -180,7 +197,8 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
 void enqueue(const DecodeStepLaunch& launch, CUstream stream) {
   kernels::DecodeStepParams params = launch.params;
   void* args[] = {&params};
-  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, false, launch.smem_bytes);
+  launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, false, launch.smem_bytes,
+                launch.params.spread != 0);
 }
 
 void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv) {

@@ -3,6 +3,7 @@
 // histogram, whose CTA that completes a row selects the row's top-k. DecodePlan runs it instead of the
 // logits and top-k kernels where its config.step asks for it; docs/design/decode-step.md.
 #include <array>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,11 +50,26 @@ struct DecodeStepLaunch {
   int smem_bytes = 0;
 };
 
+// The step's memory beside the logits and the histogram. The counters are zero before each launch: one
+// per row of the grid (B * next_n suffice) for the arrivals and the spread form's filters, one per query
+// row for its candidates. `spread`: spread_rows x decode_step_spread_row_bytes(width) bytes, or null
+// (no spread form).
+struct DecodeStepScratch {
+  unsigned int* arrivals = nullptr;
+  unsigned int* filtered = nullptr;
+  int* candidates_count = nullptr;
+  void* spread = nullptr;
+  std::int64_t spread_rows = 0;
+};
+
+// The counters' ints per grid row (arrivals, filtered, candidates: 3).
+constexpr int kDecodeStepCountersPerRow = 3;
+
 // The step of a checked logits call (its histogram set) and its checked top-k, whose launch the
-// logits call's grid decides (the split, or flattened rows; never the ranges form). `arrivals`: one
-// zeroed counter per row of that grid (B * next_n suffice). Loads the kernel; enqueues nothing.
+// logits call's grid decides (the split, or flattened rows; never the ranges form). The spread form
+// where the grid fits the device at once and its rows the scratch. Loads the kernel; enqueues nothing.
 DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCall& logits, const kernels::TopkParams& topk,
-                                     unsigned int* arrivals, CUstream stream);
+                                     const DecodeStepScratch& scratch, CUstream stream);
 void enqueue(const DecodeStepLaunch& launch, CUstream stream);
 
 // Loads the step kernels a plan of this shape may launch in the current context (both grid forms).

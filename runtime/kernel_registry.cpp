@@ -87,7 +87,7 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
 }
 
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream, void** args,
-                   bool programmatic, int smem_bytes) {
+                   bool programmatic, int smem_bytes, bool cooperative) {
   CUlaunchConfig config{};
   config.gridDimX = grid_x;
   config.gridDimY = grid_y;
@@ -97,12 +97,15 @@ void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y,
   config.blockDimZ = 1;
   config.sharedMemBytes = smem_bytes >= 0 ? static_cast<unsigned>(smem_bytes) : kernel.smem_bytes;
   config.hStream = stream;
-  CUlaunchAttribute attribute{};
+  CUlaunchAttribute attributes[2]{};
+  config.attrs = attributes;
   if (programmatic && kernel.arch.major >= 9) {
-    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attribute.value.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    attributes[config.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attributes[config.numAttrs++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cooperative) {
+    attributes[config.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attributes[config.numAttrs++].value.cooperative = 1;
   }
   FI_CU(cuLaunchKernelEx, kernel.key, &config, kernel.function, args, nullptr);
 }

@@ -47,8 +47,10 @@ void require_stream_of_context(std::string_view op, CUstream stream, CUcontext c
 // as a programmatic dependent launch (kernels/grid_dependency.cuh) where the kernel was compiled for
 // sm_90 or newer; the kernel waits for the stream's previous kernel before it touches global memory.
 // `smem_bytes` >= 0: the call's dynamic shared memory, at most the kernel's (-1: the kernel's).
+// `cooperative`: the driver launches every CTA at once or fails the launch (a kernel whose CTAs wait for
+// each other).
 void launch_kernel(const LoadedKernel& kernel, unsigned grid_x, unsigned grid_y, unsigned grid_z, CUstream stream, void** args,
-                   bool programmatic = false, int smem_bytes = -1);
+                   bool programmatic = false, int smem_bytes = -1, bool cooperative = false);
 
 // The current CUDA context (an Error naming `op` when there is none) and the target the JIT compiles for
 // on its device.

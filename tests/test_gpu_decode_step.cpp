@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <random>
 
+#include "decode_plan_launch.hpp"
 #include "decode_step.hpp"
 #include "driver.hpp"
 #include "flash_indexer/decode_plan.hpp"
@@ -45,8 +46,9 @@ std::string describe(const StepCase& c) {
                      c.exact ? " exact" : "", c.wide ? " wide" : "");
 }
 
-// Runs both plans on the same inputs (indices poisoned first) and compares.
-void check_step(const StepCase& c, std::mt19937_64& rng) {
+// Runs both plans on the same inputs (indices poisoned first) and compares. Returns whether the one pass
+// ran in its spread form (DecodeStepParams::spread: a grid the device runs at once).
+bool check_step(const StepCase& c, std::mt19937_64& rng) {
   INFO(describe(c));
   DecodePlanConfig one = c.pc, two = c.pc;
   one.step = DecodeStep::one_pass;
@@ -73,6 +75,13 @@ void check_step(const StepCase& c, std::mt19937_64& rng) {
   got_one.fill(0x7d);
   got_two.fill(0x3c);
   CUstream stream = test::gpu_session().stream();
+  ck::DeviceBuffer probe(n * 4);
+  const DecodeLaunch prepared =
+      prepare_decode("check_step", plan_one, v.q, c.pc.kv == KvFormat::mxfp4 ? v.q_scales : TensorView{}, v.kv_cache, v.weights,
+                     v.context_lens, v.block_table, TensorView::contiguous(probe.data(), DType::i32, {rows, c.pc.k}), {}, stream);
+  REQUIRE(prepared.one_pass);
+  const bool spread = prepared.step.params.spread != 0;
+  INFO((spread ? "spread form" : "last-CTA form"));
   for (int run = 0; run < 2; ++run) {  // twice: the second run starts from the first one's counters and bins
     const auto launch = [&](const DecodePlan& plan, ck::DeviceBuffer& out) {
       const TensorView iv = TensorView::contiguous(out.data(), DType::i32, {rows, c.pc.k});
@@ -102,6 +111,7 @@ void check_step(const StepCase& c, std::mt19937_64& rng) {
       }
     REQUIRE(got == want);
   }
+  return spread;
 }
 
 std::vector<int> random_lengths(int batch, int max_len, std::mt19937_64& rng, int zero_at = 1) {
@@ -134,7 +144,9 @@ TEST_CASE("gpu: the one-pass step writes the two-kernel bytes and the reference"
   // Infinities (FP16 overflow of wide FP8 values) and a NaN row.
   cases.push_back({{2, 1, 64, 128, 2048, LogitsDType::f16, 12000}, {12000, 9000}, true, false, true});
   cases.push_back({{2, 2, 32, 128, 512, LogitsDType::f32, 6000}, {6000, 5000}, true, true, false, 1});
-  for (const StepCase& c : cases) check_step(c, rng);
+  int spread = 0;
+  for (const StepCase& c : cases) spread += check_step(c, rng) ? 1 : 0;
+  CHECK(spread > 0);  // small grids: one wave, the spread form
 }
 
 TEST_CASE("gpu: the one-pass step at scale (several waves, long rows) writes the two-kernel bytes", "[gpu][plan][step]") {
@@ -147,7 +159,10 @@ TEST_CASE("gpu: the one-pass step at scale (several waves, long rows) writes the
   cases.push_back({{4, 1, 64, 128, 512, LogitsDType::f32, 262144}, {262144, 200000, 0, 70000}, false, false});
   cases.push_back({{2, 4, 64, 128, 1024, LogitsDType::bf16, 40000}, {40000, 31000}, false});
   cases.push_back({{8, 4, 32, 128, 2048, LogitsDType::f32, 50000, true, true}, random_lengths(8, 50000, rng), false});
-  for (const StepCase& c : cases) check_step(c, rng);
+  int spread = 0;
+  for (const StepCase& c : cases) spread += check_step(c, rng) ? 1 : 0;
+  CHECK(spread > 0);                                  // one wave: the 256K rows
+  CHECK(spread < static_cast<int>(cases.size()));     // several waves: the last CTA of a row selects it
 }
 
 TEST_CASE("DecodePlan: config.step one_pass is refused where it does not apply, naming it", "[plan][step]") {

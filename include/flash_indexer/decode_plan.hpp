@@ -23,8 +23,9 @@ enum class DecodeStep {
   automatic,
   two_kernels,  // the logits kernel, then the top-k kernel
   // One kernel (sm_90a; next_n 1..4, heads 32 or 64, head_dim 128, max_context up to 262144, no DCP):
-  // the logits kernel's CTA that completes a row selects its top-k. A plan where it does not apply is
-  // rejected (ArgumentError).
+  // the logits kernel's CTA that completes a row selects its top-k; where the GPU holds the whole grid at
+  // once (a cooperative launch), every CTA of the row first marks its own columns. A plan where it does
+  // not apply is rejected (ArgumentError).
   one_pass,
 };
 
@@ -100,9 +101,10 @@ class DecodePlan {
   DecodePlanConfig config_;
   std::int64_t width_ = 0;
   std::size_t bytes_ = 0;
-  unsigned long long memory_ = 0;  // one buffer: logits | histogram | top-k workspace
+  unsigned long long memory_ = 0;  // one buffer: logits | histogram | top-k workspace | one-pass scratch
   bool owns_memory_ = true;        // allocated here (freed by release), else the caller's PlanMemory
   std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
+  std::size_t spread_offset_ = 0;  // the one-pass kernel's scratch after the top-k workspace (its end where none)
   bool one_pass_ = false;
 };
 
