@@ -79,6 +79,8 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
     const TensorView logits = plan.logits(s.batch);
     r.logits_us = time_graph(gpu, [&](CUstream st) { paged_mqa_logits(q, kv, w, lens, table, logits, st); }, o.replays).median_us;
     r.plan_bytes_per_row = static_cast<double>(plan.workspace_bytes()) / (static_cast<double>(pc.max_batch) * pc.next_n);
+    if (one)
+      r.one_pass_bytes_per_row = static_cast<double>(one->workspace_bytes()) / (static_cast<double>(pc.max_batch) * pc.next_n);
     r.kv_bytes = static_cast<double>(inputs.blocks_read()) * inputs.block_bytes();
     r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
     out.push_back(r);

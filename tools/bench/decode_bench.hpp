@@ -52,6 +52,7 @@ struct DecodeBenchRow {
   double one_pass_us = 0;  // DecodePlan::run with DecodeStep::one_pass; 0 where it does not apply
   double logits_us = 0;       // the logits kernel alone, without the histogram
   double plan_bytes_per_row = 0;  // the plan's device memory over its max_batch * next_n rows
+  double one_pass_bytes_per_row = 0;  // the same for the one-pass plan; 0 where it does not apply
   double kv_bytes = 0;   // KV blocks read (keys and scales)
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };

@@ -187,20 +187,22 @@ int cmd_bench_decode(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %6s %9s %6s %9s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us",
-              "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row");
+  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us",
+              "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
   nlohmann::json json = nlohmann::json::array();
   bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
-    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f\n", s.heads, s.next_n, s.batch, s.length,
-                fi::logits_name(s.dtype), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us, r.logits_us,
-                r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024);
+    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
+                s.length, fi::logits_name(s.dtype), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us, r.logits_us,
+                r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024,
+                r.one_pass_bytes_per_row / 1024);
     std::fflush(stdout);
     nlohmann::json row = shape_json(s, r.k);
     row.update({{"pdl", s.pdl},
                 {"us", r.us},
                 {"one_pass_us", r.one_pass_us},
                 {"plan_bytes_per_row", r.plan_bytes_per_row},
+                {"one_pass_bytes_per_row", r.one_pass_bytes_per_row},
                 {"logits_us", r.logits_us},
                 {"kv_bytes", r.kv_bytes},
                 {"kv_floor_us", r.kv_floor_us},

@@ -113,7 +113,7 @@ cutoff ("sampled") and how many needed extra narrowing passes ("passes").
 decode: DecodePlan::run end to end ("us": histogram zeroed, logits + histogram, top-k; no histogram where
 the top-k rows stay resident) and in one pass ("one_us": DecodeStep::one_pass where it applies, else 0),
 beside the logits kernel alone without the histogram ("x_lgt" = us / logits_us); the KV floor is KV
-bytes / read bandwidth; KiB/row: the plan's device memory per query row.
+bytes / read bandwidth; KiB/row, one_KiB: the plan's and the one-pass plan's device memory per query row.
   --pdl LIST         0 and/or 1 (default 0): DecodePlanConfig::pdl, the plan's kernels launched as
                      programmatic dependents (the top-k scheduled while the logits kernel ends)
   --k K              default 2048
