@@ -195,6 +195,27 @@ struct StepRowSelect {
     }
   }
 
+  // Row r of the logits.
+  __device__ __forceinline__ const Raw* row_of(int r) const {
+    return reinterpret_cast<const Raw*>(static_cast<const char*>(t.logits) +
+                                        static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+  }
+
+  // A vector's marks against the threshold interval: bit e of `above` where element e is at or above
+  // above_at (a winner), of `in` where it is in [candidate_at, above_at) (a candidate or a tie).
+  __device__ __forceinline__ static void mark_vector(const uint4& x, float above_at, float candidate_at, unsigned int& above,
+                                                     unsigned int& in) {
+    unsigned int a = 0, b = 0;
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) {
+      const float value = In::value(element(x, e));
+      a |= value >= above_at ? 1u << e : 0u;
+      b |= value >= candidate_at ? 1u << e : 0u;
+    }
+    above = a;
+    in = b & ~a;
+  }
+
   // The threshold of the counts in sm.digits or in the row's global histogram (kBinsPer per thread).
   __device__ __forceinline__ FoundBin threshold(const int* global_counts, int want, bool& negative) {
     int c[kBinsPer];
@@ -253,14 +274,8 @@ struct StepRowSelect {
         cand[u] = 0;
         if (!(vector_max<kOut>(x[u]) >= candidate_at)) continue;
         const int c = (v + u * kThreads) * kPer;
-        unsigned int a = 0, b = 0;
-#pragma unroll
-        for (int e = 0; e < kPer; ++e) {
-          const float value = In::value(element(x[u], e));
-          a |= value >= above_at ? 1u << e : 0u;
-          b |= value >= candidate_at ? 1u << e : 0u;
-        }
-        b &= ~a;
+        unsigned int a, b;
+        mark_vector(x[u], above_at, candidate_at, a, b);
         if (a != 0) atomicOr(&win_bits[c >> 5], a << (c & 31));
         if (single) {
           if (b != 0) atomicOr(&tie_bits[c >> 5], b << (c & 31));
@@ -312,8 +327,7 @@ struct StepRowSelect {
   __device__ __forceinline__ RowMarks search(int r, const int* histogram) {
     const int k = t.k;
     const int len = topk_row_length(t, r);
-    const Raw* row = reinterpret_cast<const Raw*>(
-        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const Raw* row = row_of(r);
     const int words = (len + 31) >> 5;
     int histogram_use = 1;  // the report: 1 the histogram held, 2 it did not and the row was counted
     int report_bin = 0, report_count = 0, passes = 0;
@@ -389,8 +403,7 @@ struct StepRowSelect {
   __device__ __forceinline__ void finish(int r, const RowMarks& m) {
     const int k = t.k;
     const int len = topk_row_length(t, r);
-    const Raw* row = reinterpret_cast<const Raw*>(
-        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const Raw* row = row_of(r);
     const int words = (len + 31) >> 5;
     const ThresholdKeys& th = m.th;
     const bool all = m.all;
@@ -488,8 +501,7 @@ struct StepRowSelect {
   __device__ __forceinline__ void spread_filter(int r, int len, int c0, int c1, const ThresholdKeys& th, unsigned int* wins,
                                                 unsigned int* ties, int* count, unsigned long long* list) const {
     constexpr int kLanesPerWord = 32 / kPer;
-    const Raw* row = reinterpret_cast<const Raw*>(
-        static_cast<const char*>(t.logits) + static_cast<long long>(r) * t.logits_stride * static_cast<long long>(sizeof(Raw)));
+    const Raw* row = row_of(r);
     const bool single = th.hi - th.lo <= 1;
     const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
     const int lane = static_cast<int>(threadIdx.x & 31);
@@ -504,14 +516,8 @@ struct StepRowSelect {
 #pragma unroll
         for (int i = 0; i < kPer; ++i) e[i] = In::nan();
       }
-      unsigned int a = 0, b = 0;
-#pragma unroll
-      for (int e = 0; e < kPer; ++e) {
-        const float value = In::value(element(x, e));
-        a |= value >= above_at ? 1u << e : 0u;
-        b |= value >= candidate_at ? 1u << e : 0u;
-      }
-      b &= ~a;
+      unsigned int a, b;
+      mark_vector(x, above_at, candidate_at, a, b);
       const int shift = (v * kPer) & 31;
       unsigned int word_a = a << shift, word_t = single ? b << shift : 0u;
 #pragma unroll

@@ -258,7 +258,8 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     scratch.arrivals = static_cast<unsigned int*>(histogram.data) - counters;
     scratch.filtered = scratch.arrivals + rows;
     scratch.candidates_count = reinterpret_cast<int*>(scratch.filtered + rows);
-    scratch.spread = static_cast<unsigned char*>(plan.logits(0).data) + decode_plan_layout(config).spread_offset;
+    const TensorView workspace = plan.topk_workspace();  // the spread scratch follows it
+    scratch.spread = static_cast<unsigned char*>(workspace.data) + workspace.numel();
     scratch.spread_rows = spread_rows(config);
     launch.histogram = TensorView::contiguous(scratch.arrivals, DType::i32, {counters + histogram.numel()});
     launch.one_pass = true;
