@@ -11,11 +11,13 @@
 // waits for another, so any grid (several waves, other work on the GPU) is safe.
 //
 // The spread form (DecodeStepParams::spread), where the host launches the grid cooperatively (every CTA
-// resident at once): every CTA of the row waits for the row's last arrival, marks its own columns
-// against the threshold into the row's global bitmaps and candidate list (step 3 on its columns only),
-// and adds one to the row's `filtered` counter; the CTA that completes it copies the marks into shared
-// memory and goes on from step 4. A row the form cannot take (a threshold bin of more than
-// kStepCandidates columns of several keys, or marks that do not add up) is selected as above.
+// resident at once): every CTA of the row waits for the row's last arrival, counts its own columns against
+// the threshold interval (step 3 on its columns only: the interval's columns into the row's candidate
+// list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
+// (step 4), and writes the selected ones of its own columns at their positions (step 5 on its columns,
+// after the winners and ties the other CTAs' counts put before them). A row the form cannot take (a
+// threshold bin of more than kStepCandidates columns of several keys, or counts that do not add up) is
+// selected as above by the row's first CTA.
 //
 // The selection of one row, by the consumer threads (named barrier 2; the producer warpgroup has left):
 //   1. The threshold bin T of the row's histogram: the bin where the running count reaches k.
@@ -49,7 +51,6 @@ struct StepSmem {
   int candidates;                          // the filter pass's counter (it counts past the buffer)
   FoundBin spread_found[4];                // the spread form: each query row's coarse threshold
   int spread_negative[4];
-  int spread_last;                         // this CTA completed its grid row's filters
 };
 static_assert(sizeof(StepSmem) <= kStepFixedBytes, "kStepFixedBytes holds the fixed part");
 static_assert(sizeof(DecodeStepParams::coarse_lowest_key) == kCoarseBins * 4, "one key per coarse bin");
@@ -216,6 +217,16 @@ struct StepRowSelect {
     in = b & ~a;
   }
 
+  // Whether `x` holds on any of the selecting threads (a barrier on named barrier 2).
+  __device__ __forceinline__ static bool any_thread(bool x) {
+    unsigned int r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 2, %2, p;\nselp.u32 %0, 1, 0, q;\n}"
+                 : "=r"(r)
+                 : "r"(static_cast<unsigned int>(x)), "n"(kThreads)
+                 : "memory");
+    return r != 0;
+  }
+
   // The threshold of the counts in sm.digits or in the row's global histogram (kBinsPer per thread).
   __device__ __forceinline__ FoundBin threshold(const int* global_counts, int want, bool& negative) {
     int c[kBinsPer];
@@ -227,7 +238,8 @@ struct StepRowSelect {
       neg |= c[i] < 0;
       c[i] = max(c[i], 0);
     }
-    negative = neg;
+    // Whether any thread saw a negative count, alike on every thread: callers branch on it around barriers.
+    negative = global_counts != nullptr && any_thread(neg);
     return scan_threshold<kThreads, kBinsPer, StepSmem, Sync>(c, want, sm);
   }
 
@@ -398,6 +410,40 @@ struct StepRowSelect {
     return {th, all, above_all, candidates_all, histogram_use, report_bin, report_count, passes};
   }
 
+  // Which of a threshold interval's candidates (sm.candidate_key, `size` of them) are among the `need`
+  // best: digit rounds narrow [lo, hi) until it holds exactly the ones still needed (all_in) or one key,
+  // whose lowest `ties` columns are taken.
+  struct Cut {
+    unsigned long long lo, hi;
+    int ties;
+    bool all_in;
+    __device__ __forceinline__ bool wins(unsigned long long key) const { return key >= hi || (all_in && key >= lo); }
+    // The marks' bounds as keys: keys >= above win, keys in [tie, above) are ties.
+    __device__ __forceinline__ unsigned long long above() const { return all_in ? lo : hi; }
+  };
+  __device__ __forceinline__ Cut cut(const ThresholdKeys& th, int need, int size) {
+    Cut c{th.lo, th.hi, need, size <= need};
+#pragma unroll 1
+    while (!c.all_in && c.hi - c.lo > 1) {
+      const int shift = max(0, 64 - __clzll(static_cast<long long>(c.hi - 1 - c.lo)) - kDigitBits);
+      for (int i = threadIdx.x; i < 1024; i += kThreads) sm.digits[i] = 0;
+      Sync::sync();
+      for (int i0 = threadIdx.x & ~31; i0 < size; i0 += kThreads) {  // whole warps: count_warp
+        const int i = i0 + static_cast<int>(threadIdx.x & 31);
+        const unsigned long long key = i < size ? sm.candidate_key[i] : 0ull;
+        count_warp(sm.digits, i < size && key >= c.lo && key < c.hi ? 1023 - static_cast<int>((key - c.lo) >> shift) : -1);
+      }
+      Sync::sync();
+      bool unused = false;
+      const FoundBin g = threshold(nullptr, c.ties, unused);
+      c.ties -= g.above;
+      c.lo += static_cast<unsigned long long>(1023 - g.bin) << shift;
+      c.hi = min(c.hi, c.lo + (1ull << shift));
+      c.all_in = g.count == c.ties;
+    }
+    return c;
+  }
+
   // The rest of row r's selection from its marks: which candidates win, then its k best columns into
   // indices (and values), and its report.
   __device__ __forceinline__ void finish(int r, const RowMarks& m) {
@@ -408,41 +454,18 @@ struct StepRowSelect {
     const ThresholdKeys& th = m.th;
     const bool all = m.all;
     const int above_all = m.above_all, candidates_all = m.candidates_all;
-    // Which candidates win: all of them when exactly `need` are there, else the `need` largest keys
-    // (digit rounds), the k-th key's columns as ties taken lowest column first.
     const bool single = th.hi - th.lo <= 1;
     const int need = all ? 0 : max(0, k - above_all);
     int tie_slots = single ? need : 0;
     if (!single && !all) {
       const int size = min(candidates_all, kStepCandidates);
-      unsigned long long lo = th.lo, hi = th.hi;
-      int ties = need;
-      bool all_in = size <= need;
-#pragma unroll 1
-      while (!all_in && hi - lo > 1) {
-        const int shift = max(0, 64 - __clzll(static_cast<long long>(hi - 1 - lo)) - kDigitBits);
-        for (int i = threadIdx.x; i < 1024; i += kThreads) sm.digits[i] = 0;
-        Sync::sync();
-        for (int i0 = threadIdx.x & ~31; i0 < size; i0 += kThreads) {  // whole warps: count_warp
-          const int i = i0 + static_cast<int>(threadIdx.x & 31);
-          const unsigned long long key = i < size ? sm.candidate_key[i] : 0ull;
-          count_warp(sm.digits, i < size && key >= lo && key < hi ? 1023 - static_cast<int>((key - lo) >> shift) : -1);
-        }
-        Sync::sync();
-        bool unused = false;
-        const FoundBin g = threshold(nullptr, ties, unused);
-        ties -= g.above;
-        lo += static_cast<unsigned long long>(1023 - g.bin) << shift;
-        hi = min(hi, lo + (1ull << shift));
-        all_in = g.count == ties;
-      }
-      // Keys >= hi win; keys in [lo, hi): all of them (all_in) or, one key, the first `ties` columns.
-      tie_slots = all_in ? 0 : ties;
+      const Cut c = cut(th, need, size);
+      tie_slots = c.all_in ? 0 : c.ties;
       for (int i = threadIdx.x; i < size; i += kThreads) {
         const unsigned long long key = sm.candidate_key[i];
         const int s = sm.candidate_column[i];
-        if (key >= hi || (all_in && key >= lo)) atomicOr(&win_bits[s >> 5], 1u << (s & 31));
-        else if (key >= lo) atomicOr(&tie_bits[s >> 5], 1u << (s & 31));
+        if (c.wins(key)) atomicOr(&win_bits[s >> 5], 1u << (s & 31));
+        else if (key >= c.lo) atomicOr(&tie_bits[s >> 5], 1u << (s & 31));
       }
       Sync::sync();
     }
@@ -495,40 +518,34 @@ struct StepRowSelect {
     return !negative && (f.bin >= 1024 || th.hi - th.lo <= 1 || f.count <= kStepCandidates);
   }
 
-  // The spread form's filter (DecodeStepParams::spread): columns [c0, c1) of row r (c0 and c1 multiples of
-  // 64, or c1 the width), marked in the row's global bitmaps (whole words: no other CTA writes them) and
-  // its candidates appended to the row's list. Whole warps: a word's lanes OR their bits together.
-  __device__ __forceinline__ void spread_filter(int r, int len, int c0, int c1, const ThresholdKeys& th, unsigned int* wins,
-                                                unsigned int* ties, int* count, unsigned long long* list) const {
-    constexpr int kLanesPerWord = 32 / kPer;
+  // Vector v of a CTA's columns, vectors [.., v1): past v1 NaN, which nothing marks.
+  __device__ __forceinline__ static uint4 range_vector(const Raw* row, int len, int v, int v1) {
+    if (v < v1) return vector_at(row, len, v);
+    uint4 x;
+    Raw* e = reinterpret_cast<Raw*>(&x);
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) e[i] = In::nan();
+    return x;
+  }
+
+  // The spread form's first part (DecodeStepParams::spread), on every CTA of row r's grid row: columns
+  // [c0, c1) of the row (multiples of 64) against its coarse threshold interval. The interval's columns
+  // are appended to the row's candidate list (one atomic per warp and step), where the interval is one
+  // key they are counted as ties instead. Returns the CTA's winners | ties << 32 (on every thread).
+  __device__ __forceinline__ unsigned long long spread_count(int r, int len, int c0, int c1, const ThresholdKeys& th, int* count,
+                                                             unsigned long long* list) {
     const Raw* row = row_of(r);
     const bool single = th.hi - th.lo <= 1;
     const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
     const int lane = static_cast<int>(threadIdx.x & 31);
     const int v1 = c1 / kPer;
+    unsigned long long marks = 0;  // winners | ties << 32
 #pragma unroll 1
-    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {
-      uint4 x;
-      if (v < v1) {
-        x = vector_at(row, len, v);
-      } else {
-        Raw* e = reinterpret_cast<Raw*>(&x);
-#pragma unroll
-        for (int i = 0; i < kPer; ++i) e[i] = In::nan();
-      }
+    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {  // whole warps
+      const uint4 x = range_vector(row, len, v, v1);
       unsigned int a, b;
       mark_vector(x, above_at, candidate_at, a, b);
-      const int shift = (v * kPer) & 31;
-      unsigned int word_a = a << shift, word_t = single ? b << shift : 0u;
-#pragma unroll
-      for (int o = 1; o < kLanesPerWord; o <<= 1) {
-        word_a |= __shfl_xor_sync(0xffffffffu, word_a, o);
-        word_t |= __shfl_xor_sync(0xffffffffu, word_t, o);
-      }
-      if (v < v1 && lane % kLanesPerWord == 0) {
-        wins[(v * kPer) >> 5] = word_a;
-        ties[(v * kPer) >> 5] = word_t;
-      }
+      marks += static_cast<unsigned long long>(__popc(a)) | (single ? static_cast<unsigned long long>(__popc(b)) << 32 : 0ull);
       if (single) continue;
       const int n = __popc(b);
       if (!__any_sync(0xffffffffu, n != 0)) continue;
@@ -542,38 +559,126 @@ struct StepRowSelect {
           list[slot] = static_cast<unsigned long long>(In::key(element_at(x, e))) << 32 | static_cast<unsigned int>(v * kPer + e);
       }
     }
+    return BlockScan<kThreads, Sync>::sum(marks, sm.scan64);
   }
 
-  // The spread form's marks of row r, on the CTA that completed the row's filters: the bitmaps and the
-  // candidates from the global scratch into shared memory. False where they do not add up to the
-  // histogram's counts (the caller then searches the row's logits).
-  __device__ __forceinline__ bool spread_marks(int r, const FoundBin& f, const unsigned int* wins, const unsigned int* ties,
-                                               const int* count, const unsigned long long* list, RowMarks& m) {
+  // The spread form's second part, on CTA `me` of the `ctas` of row r's grid row (columns [c0, c1)), once
+  // every CTA of the row has counted its columns (`counts`, one entry per CTA) and listed its candidates
+  // (`count`, `list`). Every CTA ranks the whole list the same way, so all find the same cut. Each then
+  // adds up the winners and ties in the columns before its own, and writes its own selected columns at
+  // their positions: ascending columns, the lowest columns of the k-th key first, the same bytes as
+  // finish(). Returns false on every CTA alike where the counts do not add up to the histogram's; the
+  // caller then selects the row from its logits on one CTA.
+  __device__ __forceinline__ bool spread_place(int r, const FoundBin& f, int me, int ctas, int c0, int c1,
+                                               const unsigned long long* counts, const int* count,
+                                               const unsigned long long* list) {
+    constexpr int kLanesPerWord = 32 / kPer;
+    const int k = t.k;
     const int len = topk_row_length(t, r);
     const ThresholdKeys th = interval_of(f);
     const bool all = f.bin >= 1024;
     const bool single = th.hi - th.lo <= 1;
-    const int words = (len + 31) >> 5;
-    unsigned long long bits = 0;  // winners | ties << 32
-    for (int i = threadIdx.x; i < words; i += kThreads) {
-      const unsigned int w = ld_global_l2(wins + i), tw = ld_global_l2(ties + i);
-      win_bits[i] = w;
-      tie_bits[i] = tw;
-      bits += static_cast<unsigned long long>(__popc(w)) | static_cast<unsigned long long>(__popc(tw)) << 32;
+    unsigned long long row_part = 0, before_part = 0;  // winners | ties << 32
+    for (int i = threadIdx.x; i < ctas; i += kThreads) {
+      const unsigned long long c = ld_global_l2(counts + i);
+      row_part += c;
+      before_part += i < me ? c : 0ull;
     }
-    const int listed = ld_global_l2(count);
-    if (!single)
-      for (int i = threadIdx.x; i < min(listed, kStepCandidates); i += kThreads) {
+    const unsigned long long row_marks = BlockScan<kThreads, Sync>::sum(row_part, sm.scan64);
+    unsigned long long before = BlockScan<kThreads, Sync>::sum(before_part, sm.scan64);
+    const int above_all = static_cast<int>(row_marks & 0xffffffffu);
+    const int listed = single ? 0 : ld_global_l2(count);
+    const int candidates_all = single ? static_cast<int>(row_marks >> 32) : listed;
+    const int promised_above = all ? f.total : k - th.need;
+    if (above_all != promised_above || !(all || candidates_all == th.count) || !(single || candidates_all <= kStepCandidates))
+      return false;
+
+    const int need = all ? 0 : max(0, k - above_all);
+    int tie_slots = single ? need : 0;
+    unsigned long long above_key = th.hi, tie_key = th.lo;  // keys >= above_key win, keys in [tie_key, above_key) tie
+    if (!single) {
+      for (int i = threadIdx.x; i < listed; i += kThreads) {
         const unsigned long long e = ld_global_l2(list + i);
         sm.candidate_key[i] = static_cast<unsigned int>(e >> 32);
         sm.candidate_column[i] = static_cast<int>(e & 0xffffffffu);
       }
-    const unsigned long long sums = BlockScan<kThreads, Sync>::sum(bits, sm.scan64);  // (syncs)
-    const int above_all = static_cast<int>(sums & 0xffffffffu);
-    const int candidates_all = single ? static_cast<int>(sums >> 32) : listed;
-    const int promised_above = all ? f.total : t.k - th.need;
-    m = {th, all, above_all, candidates_all, 1, f.bin, f.count, 0};
-    return above_all == promised_above && (all || candidates_all == th.count) && (single || candidates_all <= kStepCandidates);
+      Sync::sync();
+      const Cut c = cut(th, need, listed);
+      tie_slots = c.all_in ? 0 : c.ties;
+      above_key = c.above();
+      tie_key = c.lo;
+      unsigned long long list_before = 0;  // the list's winners | ties << 32 in the columns before c0
+      for (int i = threadIdx.x; i < listed; i += kThreads) {
+        const unsigned long long key = sm.candidate_key[i];
+        if (sm.candidate_column[i] < c0) list_before += c.wins(key) ? 1ull : key >= c.lo ? 1ull << 32 : 0ull;
+      }
+      before += BlockScan<kThreads, Sync>::sum(list_before, sm.scan64);
+    }
+    // With the histogram's counts holding, exactly k are selectable unless fewer are (`all`).
+    const int selected = all ? above_all : k;
+
+    // This CTA's columns marked against the cut in its bitmaps (word w: columns c0 + 32 w on).
+    const Raw* row = row_of(r);
+    const float above_at = bound_value<In>(static_cast<unsigned int>(above_key));
+    const float tie_at = bound_value<In>(static_cast<unsigned int>(tie_key));
+    const int lane = static_cast<int>(threadIdx.x & 31);
+    const int v1 = c1 / kPer;
+#pragma unroll 1
+    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {  // whole warps: shuffles
+      const uint4 x = range_vector(row, len, v, v1);
+      unsigned int a, b;
+      mark_vector(x, above_at, tie_at, a, b);
+      const int shift = (v * kPer) & 31;
+      unsigned int word_a = a << shift, word_t = b << shift;
+#pragma unroll
+      for (int o = 1; o < kLanesPerWord; o <<= 1) {
+        word_a |= __shfl_xor_sync(0xffffffffu, word_a, o);
+        word_t |= __shfl_xor_sync(0xffffffffu, word_t, o);
+      }
+      if (v < v1 && lane % kLanesPerWord == 0) {
+        win_bits[(v * kPer - c0) >> 5] = word_a;
+        tie_bits[(v * kPer - c0) >> 5] = word_t;
+      }
+    }
+    Sync::sync();
+    // Positions: each thread a run of words, one scan over the CTA after the columns before it.
+    const int words = (c1 - c0) >> 5;
+    const int per_thread = (words + kThreads - 1) / kThreads;
+    const int w0 = min(words, static_cast<int>(threadIdx.x) * per_thread), w1 = min(words, w0 + per_thread);
+    unsigned long long mine = 0;
+    for (int w = w0; w < w1; ++w)
+      mine += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+    unsigned long long cta_marks;
+    const unsigned long long local = BlockScan<kThreads, Sync>::exclusive(mine, sm.scan64, cta_marks);
+    const int na0 = static_cast<int>(before & 0xffffffffu), nt0 = static_cast<int>(before >> 32);
+    const int first = na0 + min(nt0, tie_slots);
+    int na = na0 + static_cast<int>(local & 0xffffffffu), nt = nt0 + static_cast<int>(local >> 32);
+    int* const out = sm.candidate_column;  // the list is done with (the scans' barriers)
+    for (int w = w0; w < w1; ++w) place_word(out, c0 + 32 * w, win_bits[w], tie_bits[w], na, nt, tie_slots, first);
+    Sync::sync();
+    const int mine_selected =
+        static_cast<int>(cta_marks & 0xffffffffu) + min(max(tie_slots - nt0, 0), static_cast<int>(cta_marks >> 32));
+    int* indices = t.indices + static_cast<long long>(r) * k;
+    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
+    for (int i = threadIdx.x; i < mine_selected; i += kThreads) {
+      const int column = out[i];
+      indices[first + i] = output_index(t, r, column, 0);
+      if (values != nullptr) values[first + i] = In::value(load(row + column));
+    }
+    if (me == ctas - 1)
+      for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kThreads) {
+        indices[i] = -1;
+        if (values != nullptr) values[i] = negative_infinity();
+      }
+    if (me == 0 && threadIdx.x == 0) {
+      int* report = t.report + static_cast<long long>(r) * kTopkReportInts;
+      report[0] = 1;
+      report[1] = all ? 1024 : f.bin;
+      report[2] = all ? 0 : f.count;
+      report[3] = 0;
+    }
+    Sync::sync();  // the bitmaps and sm free for the next row
+    return true;
   }
 };
 
@@ -590,29 +695,23 @@ struct DecodeStepTail {
     __syncthreads();  // every thread's stores and counts precede the arrival
     if (threadIdx.x == 0) before = arrive_on_row(s.arrivals + b, static_cast<unsigned int>(covered));
     Select select = selector(smem);
-    bool last;
+    // The query rows (bit j) that this CTA selects from their logits. One call site of search() and
+    // finish() for both forms: inline, a second copy of them cost the kernels twice the spills, and
+    // as a call the last-CTA form measured 6-8 % slower (docs/design/decode-step.md).
+    unsigned int rows;
     if (s.spread != 0) {
-      last = spread_filters(select, b, covered);
+      rows = spread(select, b, covered);
     } else {
-      last = __syncthreads_or(threadIdx.x == 0 &&
-                              before + static_cast<unsigned int>(covered) == static_cast<unsigned int>(s.width_blocks)) != 0;
+      const bool last = __syncthreads_or(threadIdx.x == 0 && before + static_cast<unsigned int>(covered) ==
+                                                                 static_cast<unsigned int>(s.width_blocks)) != 0;
+      rows = last ? (1u << kNextN) - 1u : 0u;
     }
-    if (!last || threadIdx.x >= kSelectThreads) return;
+    if (rows == 0 || threadIdx.x >= kSelectThreads) return;
 #pragma unroll 1
     for (int j = 0; j < kNextN; ++j) {
+      if (((rows >> j) & 1u) == 0) continue;
       const int r = b * kNextN + j;
-      const int* histogram = s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins;
-      RowMarks marks;
-      bool marked = false;
-      if (s.spread != 0) {
-        const FoundBin f = select.sm.spread_found[j];
-        const unsigned int* wins = s.spread_bits + static_cast<long long>(r) * 2 * s.spread_words;
-        marked = Select::spreads(f, select.interval_of(f), select.sm.spread_negative[j]) &&
-                 select.spread_marks(r, f, wins, wins + s.spread_words, s.spread_candidates_count + r,
-                                     s.spread_candidates + static_cast<long long>(r) * s.spread_list, marks);
-      }
-      if (!marked) marks = select.search(r, histogram);
-      select.finish(r, marks);
+      select.finish(r, select.search(r, s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins));
     }
   }
 
@@ -627,35 +726,55 @@ struct DecodeStepTail {
                   win_bits + (s.topk.width + 63) / 64 * 2};
   }
 
-  // The spread form (DecodeStepParams::spread): after the row's last arrival every CTA of the row marks
-  // its own columns of each query row. Whether this CTA completed the row's filters (false for the
-  // producer warpgroup, which leaves).
-  __device__ __forceinline__ bool spread_filters(Select& select, int b, int covered) const {
+  // The spread form (DecodeStepParams::spread): after the row's last arrival every CTA of the row counts
+  // and lists its own columns of each query row (spread_count), arrives on the row's `filtered` counter
+  // and waits for the row's other CTAs; then each writes its own selected columns (spread_place). A
+  // query row the form cannot take is selected from its logits by the row's first CTA: returns those
+  // rows (bit j) there, none elsewhere (and none for the producer warpgroup, which leaves).
+  __device__ __forceinline__ unsigned int spread(Select& select, int b, int covered) const {
     if (threadIdx.x == 0) wait_for_row(s.arrivals + b, static_cast<unsigned int>(s.width_blocks));
     __syncthreads();
-    if (threadIdx.x >= kSelectThreads) return false;
+    if (threadIdx.x >= kSelectThreads) return 0u;
     StepSmem& sm = select.sm;
-    const int c0 = static_cast<int>(blockIdx.x) * s.logits.blocks_per_split * 64;
-    const int c1 = min(c0 + covered * 64, s.topk.width);
+    const int me = static_cast<int>(blockIdx.x), ctas = static_cast<int>(gridDim.x);
+    const int c0 = me * s.logits.blocks_per_split * 64;
+    const int c1 = max(c0, min(c0 + covered * 64, s.topk.width));
 #pragma unroll 1
     for (int j = 0; j < kNextN; ++j) {
       const int r = b * kNextN + j;
       bool negative = false;
       const FoundBin f = select.threshold(s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins, s.topk.k, negative);
-      const ThresholdKeys th = select.interval_of(f);
       if (threadIdx.x == 0) {
         sm.spread_found[j] = f;
         sm.spread_negative[j] = negative;
       }
-      if (!Select::spreads(f, th, negative)) continue;  // the last CTA selects the row from its logits
-      unsigned int* wins = s.spread_bits + static_cast<long long>(r) * 2 * s.spread_words;
-      select.spread_filter(r, topk_row_length(s.topk, r), c0, c1, th, wins, wins + s.spread_words, s.spread_candidates_count + r,
-                           s.spread_candidates + static_cast<long long>(r) * s.spread_list);
+      if (!Select::spreads(f, select.interval_of(f), negative)) continue;
+      const unsigned long long marks = select.spread_count(r, topk_row_length(s.topk, r), c0, c1, select.interval_of(f),
+                                                           s.spread_candidates_count + r, list_of(r));
+      if (threadIdx.x == 0) s.spread_counts[static_cast<long long>(r) * s.spread_slots + me] = marks;
     }
-    Select::Sync::sync();  // every thread's marks precede the arrival
-    if (threadIdx.x == 0) sm.spread_last = arrive_on_row(s.filtered + b, 1u) + 1u == gridDim.x;
+    Select::Sync::sync();  // every thread's list entries precede the arrival
+    if (threadIdx.x == 0) {
+      arrive_on_row(s.filtered + b, 1u);
+      wait_for_row(s.filtered + b, static_cast<unsigned int>(ctas));
+    }
     Select::Sync::sync();
-    return sm.spread_last != 0;
+    unsigned int rows = 0;
+#pragma unroll 1
+    for (int j = 0; j < kNextN; ++j) {
+      const int r = b * kNextN + j;
+      const FoundBin f = sm.spread_found[j];
+      const bool placed =
+          Select::spreads(f, select.interval_of(f), sm.spread_negative[j]) &&
+          select.spread_place(r, f, me, ctas, c0, c1, s.spread_counts + static_cast<long long>(r) * s.spread_slots,
+                              s.spread_candidates_count + r, list_of(r));
+      if (!placed && me == 0) rows |= 1u << j;
+    }
+    return rows;
+  }
+
+  __device__ __forceinline__ unsigned long long* list_of(int r) const {
+    return s.spread_candidates + static_cast<long long>(r) * s.spread_list;
   }
 };
 

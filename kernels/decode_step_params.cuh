@@ -17,17 +17,17 @@ struct DecodeStepParams {
   unsigned int* arrivals;
   int width_blocks;
   // The spread form (nonzero: a cooperative launch, so every CTA is resident at once): every CTA of a
-  // grid row waits for the row's arrivals, then marks its own columns against each query row's
-  // threshold in the row's bitmaps and candidate list, and the CTA that completes the row's `filtered`
-  // count ranks the candidates and writes the row. Zero before the launch: filtered (per grid row),
+  // grid row waits for the row's arrivals, counts its own columns against each query row's threshold
+  // interval into spread_counts and lists the interval's columns, then waits for the row's `filtered`
+  // count and writes its own selected columns. Zero before the launch: filtered (per grid row),
   // spread_candidates_count (per query row).
   int spread;
   unsigned int* filtered;
   int* spread_candidates_count;
   unsigned long long* spread_candidates;  // per query row spread_list entries: key << 32 | column
   int spread_list;                        // min(kStepCandidates, width): no row has more candidates
-  unsigned int* spread_bits;              // per query row: winners' words, then ties' words
-  int spread_words;                       // words per bitmap (width / 32, even)
+  unsigned long long* spread_counts;      // per query row spread_slots entries, one per CTA: winners | ties << 32
+  int spread_slots;                       // (width + 63) / 64: a grid row never has more CTAs than KV blocks
   // The lowest order-preserving key (TopkInput of the logits dtype, topk_common.cuh) whose value has a
   // coarse bin <= b, for each bin b: a threshold bin's key interval without a search on the device.
   unsigned int coarse_lowest_key[1024];  // kCoarseBins (coarse_bins.hpp; both sides assert it)
@@ -41,10 +41,11 @@ constexpr int kStepCandidates = 4096;
 // on 228 KiB parts). Wider plans run the logits and the top-k as two kernels.
 constexpr int kStepMaxWidth = 262144;
 
-// The spread form's scratch per query row, in bytes: the candidates and the two bitmaps.
+// The spread form's scratch per query row, in bytes: the candidates and one count per CTA.
 constexpr long long decode_step_spread_list(long long width) { return width < kStepCandidates ? width : kStepCandidates; }
+constexpr long long decode_step_spread_slots(long long width) { return (width + 63) / 64; }
 constexpr long long decode_step_spread_row_bytes(long long width) {
-  return decode_step_spread_list(width) * 8 + 2 * ((width + 63) / 64 * 2) * 4;
+  return decode_step_spread_list(width) * 8 + decode_step_spread_slots(width) * 8;
 }
 // The most query rows a plan keeps the spread form's scratch for (a one-wave grid of more rows is rare:
 // short contexts at large batch).

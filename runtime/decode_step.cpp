@@ -175,18 +175,20 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   // scratch holds the rows.
   const std::int64_t ctas = static_cast<std::int64_t>(grid.grid_x) * grid.grid_y;
   const std::int64_t rows = static_cast<std::int64_t>(grid.grid_y) * c.next_n;
-  launch.params.spread = scratch.spread != nullptr && rows <= scratch.spread_rows &&
+  launch.params.spread = scratch.spread != nullptr && rows <= scratch.spread_rows && topk.width % 64 == 0 &&
+                         grid.grid_x <= kernels::decode_step_spread_slots(topk.width) &&
                          ctas <= static_cast<std::int64_t>(launch.kernel->multiprocessors) * launch.kernel->ctas_per_sm;
   if (launch.params.spread != 0) {
     auto* base = static_cast<unsigned char*>(scratch.spread);
     launch.params.filtered = scratch.filtered;
     launch.params.spread_candidates_count = scratch.candidates_count;
     launch.params.spread_list = static_cast<int>(kernels::decode_step_spread_list(topk.width));
+    launch.params.spread_slots = static_cast<int>(kernels::decode_step_spread_slots(topk.width));
+    // The candidates of every row, then the counts of every row: decode_step_spread_row_bytes(width) per row.
     launch.params.spread_candidates = reinterpret_cast<unsigned long long*>(base);
-    launch.params.spread_bits = reinterpret_cast<unsigned int*>(base + scratch.spread_rows * launch.params.spread_list * 8);
-    launch.params.spread_words = static_cast<int>((topk.width + 63) / 64 * 2);
-    // The candidates of every row, then the bitmaps of every row: decode_step_spread_row_bytes(width) per row.
-    static_assert(kernels::decode_step_spread_row_bytes(64) == 64 * 8 + 2 * 2 * 4, "the layout above");
+    launch.params.spread_counts =
+        reinterpret_cast<unsigned long long*>(base + scratch.spread_rows * launch.params.spread_list * 8);
+    static_assert(kernels::decode_step_spread_row_bytes(64) == 64 * 8 + 8, "the layout above");
   }
   launch.smem_bytes = step_smem_bytes(c, topk.width);
   const auto& keys = decode_step_coarse_lowest_keys(c.logits);
