@@ -410,6 +410,18 @@ struct StepRowSelect {
     return {th, all, above_all, candidates_all, histogram_use, report_bin, report_count, passes};
   }
 
+  // Each thread's run [w0, w1) of the bitmaps' first `words` words, and the winners | ties << 32 in the
+  // runs before it (one block scan; `total` over all of them).
+  __device__ __forceinline__ unsigned long long word_runs(int words, int& w0, int& w1, unsigned long long& total) {
+    const int per_thread = (words + kThreads - 1) / kThreads;
+    w0 = min(words, static_cast<int>(threadIdx.x) * per_thread);
+    w1 = min(words, w0 + per_thread);
+    unsigned long long counts = 0;
+    for (int w = w0; w < w1; ++w)
+      counts += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+    return BlockScan<kThreads, Sync>::exclusive(counts, sm.scan64, total);
+  }
+
   // Which of a threshold interval's candidates (sm.candidate_key, `size` of them) are among the `need`
   // best: digit rounds narrow [lo, hi) until it holds exactly the ones still needed (all_in) or one key,
   // whose lowest `ties` columns are taken.
@@ -471,13 +483,9 @@ struct StepRowSelect {
     }
 
     // Output positions from the bitmaps: each thread a run of words, one scan places the runs.
-    const int per_thread = (words + kThreads - 1) / kThreads;
-    const int w0 = min(words, static_cast<int>(threadIdx.x) * per_thread), w1 = min(words, w0 + per_thread);
-    unsigned long long counts = 0;
-    for (int w = w0; w < w1; ++w)
-      counts += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+    int w0, w1;
     unsigned long long total;
-    const unsigned long long before = BlockScan<kThreads, Sync>::exclusive(counts, sm.scan64, total);
+    const unsigned long long before = word_runs(words, w0, w1, total);
     int na = static_cast<int>(before & 0xffffffffu), nt = static_cast<int>(before >> 32);
     int* indices = t.indices + static_cast<long long>(r) * k;
     float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
@@ -642,14 +650,9 @@ struct StepRowSelect {
     }
     Sync::sync();
     // Positions: each thread a run of words, one scan over the CTA after the columns before it.
-    const int words = (c1 - c0) >> 5;
-    const int per_thread = (words + kThreads - 1) / kThreads;
-    const int w0 = min(words, static_cast<int>(threadIdx.x) * per_thread), w1 = min(words, w0 + per_thread);
-    unsigned long long mine = 0;
-    for (int w = w0; w < w1; ++w)
-      mine += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+    int w0, w1;
     unsigned long long cta_marks;
-    const unsigned long long local = BlockScan<kThreads, Sync>::exclusive(mine, sm.scan64, cta_marks);
+    const unsigned long long local = word_runs((c1 - c0) >> 5, w0, w1, cta_marks);
     const int na0 = static_cast<int>(before & 0xffffffffu), nt0 = static_cast<int>(before >> 32);
     const int first = na0 + min(nt0, tie_slots);
     int na = na0 + static_cast<int>(local & 0xffffffffu), nt = nt0 + static_cast<int>(local >> 32);
