@@ -24,8 +24,8 @@ enum class DecodeStep {
   two_kernels,  // the logits kernel, then the top-k kernel
   // One kernel (sm_90a; next_n 1..4, heads 32 or 64, head_dim 128, max_context up to 262144, no DCP):
   // the logits kernel's CTA that completes a row selects its top-k; where the GPU holds the whole grid at
-  // once (a cooperative launch), every CTA of the row first marks its own columns. A plan where it does
-  // not apply is rejected (ArgumentError).
+  // once (a cooperative launch), every CTA of the row writes its own selected columns instead. A plan
+  // where it does not apply is rejected (ArgumentError).
   one_pass,
 };
 
