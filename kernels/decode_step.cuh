@@ -10,10 +10,10 @@
 // select the row's query rows while the other CTAs of the grid go on with their own rows. No CTA ever
 // waits for another, so any grid (several waves, other work on the GPU) is safe.
 //
-// The spread form (DecodeStepParams::spread), where the host launches the grid cooperatively (every CTA
-// resident at once): every CTA of the row waits for the row's last arrival, counts its own columns against
-// the threshold interval (step 3 on its columns only: the interval's columns into the row's candidate
-// list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
+// The spread form (StepForm::spread, its own kernel), where the host launches the grid cooperatively
+// (every CTA resident at once): every CTA of the row waits for the row's last arrival, counts its own
+// columns against the threshold interval (step 3 on its columns only: the interval's columns into the
+// row's candidate list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
 // (step 4), and writes the selected ones of its own columns at their positions (step 5 on its columns,
 // after the winners and ties the other CTAs' counts put before them). A row the form cannot take (a
 // threshold bin of more than kStepCandidates columns of several keys, or counts that do not add up) is
@@ -536,7 +536,7 @@ struct StepRowSelect {
     return x;
   }
 
-  // The spread form's first part (DecodeStepParams::spread), on every CTA of row r's grid row: columns
+  // The spread form's first part (StepForm::spread), on every CTA of row r's grid row: columns
   // [c0, c1) of the row (multiples of 64) against its coarse threshold interval. The interval's columns
   // are appended to the row's candidate list (one atomic per warp and step), where the interval is one
   // key they are counted as ties instead. Returns the CTA's winners | ties << 32 (on every thread).
@@ -688,7 +688,7 @@ struct StepRowSelect {
 // The tail of the step's logits kernel, called by every thread of a CTA of grid row b that covered
 // `covered` KV blocks, after its logits and histogram counts are issued (or at once, for a CTA past
 // every live block). kSelectThreads: the consumer threads, which select; the others leave.
-template <int kNextN, LogitsOut kOut, int kSelectThreads>
+template <int kNextN, LogitsOut kOut, int kSelectThreads, StepForm kStepForm>
 struct DecodeStepTail {
   static constexpr bool kActive = true;
   const DecodeStepParams& s;
@@ -698,11 +698,10 @@ struct DecodeStepTail {
     __syncthreads();  // every thread's stores and counts precede the arrival
     if (threadIdx.x == 0) before = arrive_on_row(s.arrivals + b, static_cast<unsigned int>(covered));
     Select select = selector(smem);
-    // The query rows (bit j) that this CTA selects from their logits. One call site of search() and
-    // finish() for both forms: inline, a second copy of them cost the kernels twice the spills, and
-    // as a call the last-CTA form measured 6-8 % slower (docs/design/decode-step.md).
+    // The query rows (bit j) that this CTA selects from their logits, inline: as a call the last-CTA form
+    // measured 6-8 % slower and the spread form 4 % (docs/design/decode-step.md).
     unsigned int rows;
-    if (s.spread != 0) {
+    if constexpr (kStepForm == StepForm::spread) {
       rows = spread(select, b, covered);
     } else {
       const bool last = __syncthreads_or(threadIdx.x == 0 && before + static_cast<unsigned int>(covered) ==
@@ -729,7 +728,7 @@ struct DecodeStepTail {
                   win_bits + (s.topk.width + 63) / 64 * 2};
   }
 
-  // The spread form (DecodeStepParams::spread): after the row's last arrival every CTA of the row counts
+  // The spread form (StepForm::spread): after the row's last arrival every CTA of the row counts
   // and lists its own columns of each query row (spread_count), arrives on the row's `filtered` counter
   // and waits for the row's other CTAs; then each writes its own selected columns (spread_place). A
   // query row the form cannot take is selected from its logits by the row's first CTA: returns those
@@ -783,10 +782,10 @@ struct DecodeStepTail {
 
 // The step's entry: the sm90 paged logits kernel of the configuration with the fused histogram and the
 // tail above.
-template <int kNextN, int kHeads, int kHeadDim, LogitsOut kOut, bool kMxfp4>
+template <int kNextN, int kHeads, int kHeadDim, LogitsOut kOut, bool kMxfp4, StepForm kStepForm>
 __device__ void decode_step_sm90(const DecodeStepParams& s) {
   constexpr Sm90PagedForm kForm = sm90_paged_form(kNextN, kHeads, kMxfp4);
-  const DecodeStepTail<kNextN, kOut, kForm.consumers * 128> tail{s};
+  const DecodeStepTail<kNextN, kOut, kForm.consumers * 128, kStepForm> tail{s};
   paged_mqa_logits_sm90<kNextN, kHeads, kHeadDim, true, kOut, kMxfp4>(s.logits, tail);
 }
 

@@ -8,6 +8,14 @@
 namespace flash_indexer {
 namespace kernels {
 
+// How the CTAs of a grid row finish the row (docs/design/decode-step.md), compiled into the kernel: a
+// kernel holds the code of one form only, so that the spread form's code costs the last-CTA form no
+// registers (one kernel with both spilled, and its multi-wave grids ran 4 % slower).
+enum class StepForm : int {
+  last_cta = 0,  // the CTA that completes the row selects it; any grid
+  spread = 1,    // every CTA of the row selects its own columns; a cooperative launch (one wave)
+};
+
 struct DecodeStepParams {
   PagedMqaLogitsSm90Params logits;  // with the fused histogram (logits.p.histogram)
   TopkParams topk;                  // the rows' selection: logits, lengths, indices, values, report, slots
@@ -16,12 +24,11 @@ struct DecodeStepParams {
   // whose addition completes width_blocks selects the row's query rows.
   unsigned int* arrivals;
   int width_blocks;
-  // The spread form (nonzero: a cooperative launch, so every CTA is resident at once): every CTA of a
-  // grid row waits for the row's arrivals, counts its own columns against each query row's threshold
+  // The spread form (StepForm::spread: a cooperative launch, so every CTA is resident at once): every CTA
+  // of a grid row waits for the row's arrivals, counts its own columns against each query row's threshold
   // interval into spread_counts and lists the interval's columns, then waits for the row's `filtered`
   // count and writes its own selected columns. Zero before the launch: filtered (per grid row),
   // spread_candidates_count (per query row).
-  int spread;
   unsigned int* filtered;
   int* spread_candidates_count;
   unsigned long long* spread_candidates;  // per query row spread_list entries: key << 32 | column

@@ -17,8 +17,10 @@ namespace {
 
 struct ConfigHash {
   std::size_t operator()(const DecodeStepConfig& c) const {
-    return ((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 7 +
-           static_cast<std::size_t>(c.logits) * 2 + (c.kv == KvFormat::mxfp4 ? 1 : 0);
+    return (((static_cast<std::size_t>(c.next_n) * 131 + c.heads) * 131 + c.head_dim) * 7 +
+            static_cast<std::size_t>(c.logits) * 2 + (c.kv == KvFormat::mxfp4 ? 1 : 0)) *
+               2 +
+           static_cast<std::size_t>(c.form);
   }
 };
 
@@ -33,6 +35,8 @@ const LoadedKernel& loaded_kernel(std::string_view op, const DecodeStepConfig& c
 }
 
 bool sm90a(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
+
+const char* form_name(kernels::StepForm f) { return f == kernels::StepForm::spread ? "spread" : "last"; }
 
 // The dynamic shared memory of a launch: the logits kernel's layout, or the selection's for the width
 // if that is larger.
@@ -79,25 +83,29 @@ const std::array<unsigned int, kCoarseBins>& decode_step_coarse_lowest_keys(Logi
 }
 
 std::string DecodeStepConfig::key() const {
-  return fmt::format("decode_step.sm90.n{}.h{}.d{}.out-{}.kv-{}.{}", next_n, heads, head_dim, logits_name(logits), kv_name(kv),
-                     arch.name());
+  return fmt::format("decode_step.sm90.n{}.h{}.d{}.out-{}.kv-{}.{}.{}", next_n, heads, head_dim, logits_name(logits), kv_name(kv),
+                     form_name(form), arch.name());
 }
 
 DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
-  const auto out = parts.size() == 8 && parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
-  const auto kv = parts.size() == 8 && parts[6].starts_with("kv-") ? kv_from_name(parts[6].substr(3)) : std::nullopt;
-  if (parts.size() != 8 || parts[0] != "decode_step" || parts[1] != "sm90" || !out || !kv)
-    throw ArgumentError(fmt::format(
-        "kernel key \"{}\": expected decode_step.sm90.n<next_n>.h<heads>.d<head_dim>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
-        key));
+  const bool sized = parts.size() == 9;
+  const auto out = sized && parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
+  const auto kv = sized && parts[6].starts_with("kv-") ? kv_from_name(parts[6].substr(3)) : std::nullopt;
+  const bool form = sized && (parts[7] == "last" || parts[7] == "spread");
+  if (!sized || parts[0] != "decode_step" || parts[1] != "sm90" || !out || !kv || !form)
+    throw ArgumentError(
+        fmt::format("kernel key \"{}\": expected "
+                    "decode_step.sm90.n<next_n>.h<heads>.d<head_dim>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<last|spread>.<arch>",
+                    key));
   DecodeStepConfig c;
   c.next_n = parse_int_after(parts[2], "n", key);
   c.heads = parse_int_after(parts[3], "h", key);
   c.head_dim = parse_int_after(parts[4], "d", key);
   c.logits = *out;
   c.kv = *kv;
-  c.arch = Arch::parse(parts[7], fmt::format("kernel key \"{}\"", key));
+  c.form = parts[7] == "spread" ? kernels::StepForm::spread : kernels::StepForm::last_cta;
+  c.arch = Arch::parse(parts[8], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
   return c;
 }
@@ -120,7 +128,8 @@ std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch) {
     for (int heads : {32, 64})
       for (KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
         for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-          configs.push_back({next_n, heads, 128, logits, kv, arch});
+          for (kernels::StepForm form : {kernels::StepForm::last_cta, kernels::StepForm::spread})
+            configs.push_back({next_n, heads, 128, logits, kv, form, arch});
   return configs;
 }
 
@@ -139,16 +148,17 @@ KernelSpec decode_step_kernel_spec(const DecodeStepConfig& c) {
       "#include \"decode_step.cuh\"\n"
       "extern \"C\" __global__ void __launch_bounds__({threads}, {ctas}) {entry}(const __grid_constant__ "
       "flash_indexer::kernels::DecodeStepParams s) {{\n"
-      "  flash_indexer::kernels::decode_step_sm90<{n}, {h}, {d}, flash_indexer::kernels::LogitsOut::{out}, {mxfp4}>(s);\n"
+      "  flash_indexer::kernels::decode_step_sm90<{n}, {h}, {d}, flash_indexer::kernels::LogitsOut::{out}, {mxfp4}, "
+      "flash_indexer::kernels::StepForm::{form}>(s);\n"
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("n", c.next_n),
       fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("out", logits_name(c.logits)),
-      fmt::arg("mxfp4", mxfp4 ? "true" : "false"),
+      fmt::arg("mxfp4", mxfp4 ? "true" : "false"), fmt::arg("form", c.form == kernels::StepForm::spread ? "spread" : "last_cta"),
       // Two CTAs per SM wherever the logits kernel has them (N <= 64), so that the selection's code
       // cannot cost the logits their occupancy.
       fmt::arg("ctas", form.consumer_n <= 64 ? 2 : 1));
-  spec.config = {{"kind", "decode_step"},           {"next_n", c.next_n},  {"heads", c.heads},     {"head_dim", c.head_dim},
-                 {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)}, {"arch", c.arch.name()}};
+  spec.config = {{"kind", "decode_step"},           {"next_n", c.next_n},  {"heads", c.heads},          {"head_dim", c.head_dim},
+                 {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)}, {"form", form_name(c.form)}, {"arch", c.arch.name()}};
   return spec;
 }
 
@@ -162,9 +172,9 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
                      logits.config.head_dim,
                      logits.config.logits,
                      logits.config.kv,
+                     kernels::StepForm::spread,
                      Arch{}};
   DecodeStepLaunch launch;
-  launch.kernel = &loaded_kernel(op, c, stream);
   launch.params.logits = grid.sm90_params;
   launch.params.topk = topk;
   launch.params.arrivals = scratch.arrivals;
@@ -172,13 +182,21 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   launch.grid_x = grid.grid_x;
   launch.grid_y = grid.grid_y;
   // The spread form where every CTA is resident at once (its CTAs wait for their row's others) and the
-  // scratch holds the rows.
+  // scratch holds the rows; else the last-CTA form.
   const std::int64_t ctas = static_cast<std::int64_t>(grid.grid_x) * grid.grid_y;
   const std::int64_t rows = static_cast<std::int64_t>(grid.grid_y) * c.next_n;
-  launch.params.spread = scratch.spread != nullptr && rows <= scratch.spread_rows && topk.width % 64 == 0 &&
-                         grid.grid_x <= kernels::decode_step_spread_slots(topk.width) &&
-                         ctas <= static_cast<std::int64_t>(launch.kernel->multiprocessors) * launch.kernel->ctas_per_sm;
-  if (launch.params.spread != 0) {
+  const bool spread_fits = scratch.spread != nullptr && rows <= scratch.spread_rows && topk.width % 64 == 0 &&
+                           grid.grid_x <= kernels::decode_step_spread_slots(topk.width);
+  const LoadedKernel* spread_kernel = spread_fits ? &loaded_kernel(op, c, stream) : nullptr;
+  if (spread_kernel != nullptr &&
+      ctas <= static_cast<std::int64_t>(spread_kernel->multiprocessors) * spread_kernel->ctas_per_sm) {
+    launch.kernel = spread_kernel;
+    launch.form = kernels::StepForm::spread;
+  } else {
+    c.form = kernels::StepForm::last_cta;
+    launch.kernel = &loaded_kernel(op, c, stream);
+  }
+  if (launch.form == kernels::StepForm::spread) {
     auto* base = static_cast<unsigned char*>(scratch.spread);
     launch.params.filtered = scratch.filtered;
     launch.params.spread_candidates_count = scratch.candidates_count;
@@ -200,14 +218,15 @@ void enqueue(const DecodeStepLaunch& launch, CUstream stream) {
   kernels::DecodeStepParams params = launch.params;
   void* args[] = {&params};
   launch_kernel(*launch.kernel, launch.grid_x, launch.grid_y, 1, stream, args, false, launch.smem_bytes,
-                launch.params.spread != 0);
+                launch.form == kernels::StepForm::spread);
 }
 
 void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv) {
   const bool flattens = kernels::sm90_paged_form(next_n, heads, kv == KvFormat::mxfp4).flatten_max_row_blocks > 0;
   for (int n : {next_n, 1}) {
     if (n != next_n && !flattens) continue;
-    loaded_kernel("warm_decode_step", {n, heads, head_dim, logits, kv, Arch{}}, nullptr);
+    for (kernels::StepForm form : {kernels::StepForm::last_cta, kernels::StepForm::spread})
+      loaded_kernel("warm_decode_step", {n, heads, head_dim, logits, kv, form, Arch{}}, nullptr);
   }
 }
 

@@ -24,9 +24,10 @@ struct DecodeStepConfig {
   int head_dim = 128;
   LogitsDType logits = LogitsDType::f32;
   KvFormat kv = KvFormat::fp8;
+  kernels::StepForm form = kernels::StepForm::last_cta;
   Arch arch{9, 0, true};
 
-  // e.g. decode_step.sm90.n1.h64.d128.out-f32.kv-fp8.sm_90a
+  // e.g. decode_step.sm90.n1.h64.d128.out-f32.kv-fp8.last.sm_90a (the form: last or spread)
   std::string key() const;
   static DecodeStepConfig parse_key(std::string_view key);
   void check_supported() const;
@@ -45,6 +46,7 @@ const std::array<unsigned int, kCoarseBins>& decode_step_coarse_lowest_keys(Logi
 
 struct DecodeStepLaunch {
   const LoadedKernel* kernel = nullptr;
+  kernels::StepForm form = kernels::StepForm::last_cta;
   kernels::DecodeStepParams params{};
   unsigned grid_x = 0, grid_y = 0;
   int smem_bytes = 0;
@@ -72,7 +74,8 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
                                      const DecodeStepScratch& scratch, CUstream stream);
 void enqueue(const DecodeStepLaunch& launch, CUstream stream);
 
-// Loads the step kernels a plan of this shape may launch in the current context (both grid forms).
+// Loads the step kernels a plan of this shape may launch in the current context (both grid forms:
+// flattened or not; each in the last-CTA and the spread form).
 void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv);
 
 }  // namespace flash_indexer

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <regex>
@@ -24,6 +25,17 @@ int first_int(const std::string& text, const std::regex& pattern, int fallback) 
   return std::regex_search(text, m, pattern) ? std::stoi(m[1].str()) : fallback;
 }
 
+// The sum (or the largest) of a pattern's values over every function of the log: a kernel's calls
+// (__noinline__) have their own stack frames and spills, listed after the entry's.
+int all_ints(const std::string& text, const std::regex& pattern, int fallback, bool largest) {
+  int result = fallback;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pattern); it != std::sregex_iterator(); ++it) {
+    const int v = std::stoi((*it)[1].str());
+    result = result < 0 ? v : largest ? std::max(result, v) : result + v;
+  }
+  return result;
+}
+
 }  // namespace
 
 PtxasReport PtxasReport::parse(const std::string& log) {
@@ -35,9 +47,9 @@ PtxasReport PtxasReport::parse(const std::string& log) {
   PtxasReport r;
   r.registers = first_int(log, registers, -1);
   r.shared_bytes = first_int(log, smem, 0);
-  r.stack_frame_bytes = first_int(log, stack, -1);
-  r.spill_store_bytes = first_int(log, spill_stores, -1);
-  r.spill_load_bytes = first_int(log, spill_loads, -1);
+  r.stack_frame_bytes = all_ints(log, stack, -1, true);
+  r.spill_store_bytes = all_ints(log, spill_stores, -1, false);
+  r.spill_load_bytes = all_ints(log, spill_loads, -1, false);
   return r;
 }
 

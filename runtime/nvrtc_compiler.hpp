@@ -11,8 +11,8 @@ namespace flash_indexer {
 struct PtxasReport {
   int registers = -1;
   int shared_bytes = 0;  // static shared memory
-  int stack_frame_bytes = -1;
-  int spill_store_bytes = -1;
+  int stack_frame_bytes = -1;  // the largest of the kernel's and its calls'
+  int spill_store_bytes = -1;  // spills: the kernel's and its calls' together
   int spill_load_bytes = -1;
 
   static PtxasReport parse(const std::string& log);

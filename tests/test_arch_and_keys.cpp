@@ -106,9 +106,10 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
-  // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes)
+  // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes x
+  // the last-CTA and the spread form)
   CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 54 + 36 + 3 + 3);
-  CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 48);
+  CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 96);
   CHECK(supported_decode_step_configs(Arch{8, 0, false}).empty());
   for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) {
     const KernelSpec spec = decode_step_kernel_spec(c);
@@ -124,8 +125,13 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(kernel_spec_for_key("probe.stream_read.sm_90a").entry == "fi_probe_stream_read");
   CHECK(kernel_spec_for_key("probe.spin_wait.sm_90a").entry == "fi_probe_spin_wait");
   CHECK(kernel_spec_for_key("probe.paged_read.sm_90a").entry == "fi_probe_paged_read");
-  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n5.h64.d128.out-f32.kv-fp8.sm_90a"), Contains("next_n 1..4"));
-  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n1.h64.d128.out-f8.kv-fp8.sm_90a"), Contains("decode_step.sm90.n"));
+  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n5.h64.d128.out-f32.kv-fp8.last.sm_90a"), Contains("next_n 1..4"));
+  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n1.h64.d128.out-f8.kv-fp8.last.sm_90a"),
+                    Contains("decode_step.sm90.n"));
+  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n1.h64.d128.out-f32.kv-fp8.sm_90a"), Contains("<last|spread>"));
+  CHECK_THROWS_WITH(kernel_spec_for_key("decode_step.sm90.n1.h64.d128.out-f32.kv-fp8.both.sm_90a"), Contains("<last|spread>"));
+  CHECK(kernel_spec_for_key("decode_step.sm90.n2.h32.d128.out-bf16.kv-mxfp4.spread.sm_90a").source.find("StepForm::spread>") !=
+        std::string::npos);
 }
 
 TEST_CASE("malformed or unsupported keys are rejected with the part named", "[keys]") {

@@ -47,7 +47,7 @@ std::string describe(const StepCase& c) {
 }
 
 // Runs both plans on the same inputs (indices poisoned first) and compares. Returns whether the one pass
-// ran in its spread form (DecodeStepParams::spread: a grid the device runs at once).
+// ran in its spread form (StepForm::spread: a grid the device runs at once).
 bool check_step(const StepCase& c, std::mt19937_64& rng) {
   INFO(describe(c));
   DecodePlanConfig one = c.pc, two = c.pc;
@@ -80,7 +80,7 @@ bool check_step(const StepCase& c, std::mt19937_64& rng) {
       prepare_decode("check_step", plan_one, v.q, c.pc.kv == KvFormat::mxfp4 ? v.q_scales : TensorView{}, v.kv_cache, v.weights,
                      v.context_lens, v.block_table, TensorView::contiguous(probe.data(), DType::i32, {rows, c.pc.k}), {}, stream);
   REQUIRE(prepared.one_pass);
-  const bool spread = prepared.step.params.spread != 0;
+  const bool spread = prepared.step.form == kernels::StepForm::spread;
   INFO((spread ? "spread form" : "last-CTA form"));
   for (int run = 0; run < 2; ++run) {  // twice: the second run starts from the first one's counters and bins
     const auto launch = [&](const DecodePlan& plan, ck::DeviceBuffer& out) {
