@@ -74,8 +74,8 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
                                      const DecodeStepScratch& scratch, CUstream stream);
 void enqueue(const DecodeStepLaunch& launch, CUstream stream);
 
-// Loads the step kernels a plan of this shape may launch in the current context (both grid forms:
-// flattened or not; each in the last-CTA and the spread form).
+// Loads the step kernels a plan of this shape may launch in the current context: next_n's and, where a
+// small call runs flattened, next_n 1's, each in the last-CTA and the spread form.
 void warm_decode_step(int next_n, int heads, int head_dim, LogitsDType logits, KvFormat kv);
 
 }  // namespace flash_indexer
