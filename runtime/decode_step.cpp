@@ -187,15 +187,12 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   const std::int64_t rows = static_cast<std::int64_t>(grid.grid_y) * c.next_n;
   const bool spread_fits = scratch.spread != nullptr && rows <= scratch.spread_rows && topk.width % 64 == 0 &&
                            grid.grid_x <= kernels::decode_step_spread_slots(topk.width);
-  const LoadedKernel* spread_kernel = spread_fits ? &loaded_kernel(op, c, stream) : nullptr;
-  if (spread_kernel != nullptr &&
-      ctas <= static_cast<std::int64_t>(spread_kernel->multiprocessors) * spread_kernel->ctas_per_sm) {
-    launch.kernel = spread_kernel;
-    launch.form = kernels::StepForm::spread;
-  } else {
+  launch.kernel = spread_fits ? &loaded_kernel(op, c, stream) : nullptr;
+  if (launch.kernel == nullptr || ctas > static_cast<std::int64_t>(launch.kernel->multiprocessors) * launch.kernel->ctas_per_sm) {
     c.form = kernels::StepForm::last_cta;
     launch.kernel = &loaded_kernel(op, c, stream);
   }
+  launch.form = c.form;
   if (launch.form == kernels::StepForm::spread) {
     auto* base = static_cast<unsigned char*>(scratch.spread);
     launch.params.filtered = scratch.filtered;
