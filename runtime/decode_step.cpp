@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "flash_indexer/coarse_bins.hpp"
 #include "flash_indexer/error.hpp"
@@ -36,7 +38,25 @@ const LoadedKernel& loaded_kernel(std::string_view op, const DecodeStepConfig& c
 
 bool sm90a(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
 
-const char* form_name(kernels::StepForm f) { return f == kernels::StepForm::spread ? "spread" : "last"; }
+// Each grid form's name in kernel keys and its enumerator in the generated source.
+struct StepFormNames {
+  kernels::StepForm form;
+  std::string_view key, enumerator;
+};
+constexpr StepFormNames kStepForms[] = {{kernels::StepForm::last_cta, "last", "last_cta"},
+                                        {kernels::StepForm::spread, "spread", "spread"}};
+
+static_assert(kStepForms[static_cast<int>(kernels::StepForm::last_cta)].form == kernels::StepForm::last_cta &&
+                  kStepForms[static_cast<int>(kernels::StepForm::spread)].form == kernels::StepForm::spread,
+              "indexed by the form's value");
+const StepFormNames& names_of(kernels::StepForm f) { return kStepForms[static_cast<int>(f)]; }
+std::string_view form_name(kernels::StepForm f) { return names_of(f).key; }
+
+std::optional<kernels::StepForm> form_from_name(std::string_view name) {
+  for (const StepFormNames& n : kStepForms)
+    if (n.key == name) return n.form;
+  return std::nullopt;
+}
 
 // The dynamic shared memory of a launch: the logits kernel's layout, or the selection's for the width
 // if that is larger.
@@ -92,7 +112,7 @@ DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
   const bool sized = parts.size() == 9;
   const auto out = sized && parts[5].starts_with("out-") ? logits_from_name(parts[5].substr(4)) : std::nullopt;
   const auto kv = sized && parts[6].starts_with("kv-") ? kv_from_name(parts[6].substr(3)) : std::nullopt;
-  const bool form = sized && (parts[7] == "last" || parts[7] == "spread");
+  const auto form = sized ? form_from_name(parts[7]) : std::nullopt;
   if (!sized || parts[0] != "decode_step" || parts[1] != "sm90" || !out || !kv || !form)
     throw ArgumentError(
         fmt::format("kernel key \"{}\": expected "
@@ -104,7 +124,7 @@ DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
   c.head_dim = parse_int_after(parts[4], "d", key);
   c.logits = *out;
   c.kv = *kv;
-  c.form = parts[7] == "spread" ? kernels::StepForm::spread : kernels::StepForm::last_cta;
+  c.form = *form;
   c.arch = Arch::parse(parts[8], fmt::format("kernel key \"{}\"", key));
   c.check_supported();
   return c;
@@ -153,7 +173,7 @@ KernelSpec decode_step_kernel_spec(const DecodeStepConfig& c) {
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("n", c.next_n),
       fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("out", logits_name(c.logits)),
-      fmt::arg("mxfp4", mxfp4 ? "true" : "false"), fmt::arg("form", c.form == kernels::StepForm::spread ? "spread" : "last_cta"),
+      fmt::arg("mxfp4", mxfp4 ? "true" : "false"), fmt::arg("form", names_of(c.form).enumerator),
       // Two CTAs per SM wherever the logits kernel has them (N <= 64), so that the selection's code
       // cannot cost the logits their occupancy.
       fmt::arg("ctas", form.consumer_n <= 64 ? 2 : 1));
