@@ -32,14 +32,15 @@ int main(int argc, char** argv) {
     if (command == "bench" && argc > 2 && std::string(argv[2]).rfind("--", 0) != 0) what = argv[first++];
     std::vector<std::string> flags, valued = {"--cache-dir"};
     if (command == "warm") valued = {"--arch", "--manifest", "--jobs", "--cache-dir"};
-    if (command == "list") flags = {"--json"};
+    if (command == "list" || command == "presets") flags = {"--json"};
     if (command == "check") flags = {"--quick"}, valued = {};
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed", "--kv"};
     if (command == "bench")
       flags = {"--cold-l2", "--fixed-length"},
-      valued = {"--batch", "--lengths", "--next-n",  "--heads",  "--hist",           "--dtype",          "--replays", "--compare",
-                "--json",  "--rows",    "--k",       "--ragged", "--split",          "--input",          "--width",   "--tokens",
-                "--kv",    "--pdl",     "--variant", "--dcp",    "--dcp-interleave", "--resident-blocks"};
+      valued = {"--batch",           "--lengths", "--next-n", "--heads", "--hist",    "--dtype", "--replays",
+                "--compare",         "--json",    "--rows",   "--k",     "--ragged",  "--split", "--input",
+                "--width",           "--tokens",  "--kv",     "--pdl",   "--variant", "--dcp",   "--dcp-interleave",
+                "--resident-blocks", "--preset"};
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     if (command == "info") return cmd_info(args);
     if (command == "recall") return cmd_recall(args);
     if (command == "bench") return cmd_bench(what, args);
+    if (command == "presets") return cmd_presets(args);
     return cmd_check(args);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "flash-indexer %s: %s\n\n%s", command.c_str(), e.what(), usage->second.c_str());

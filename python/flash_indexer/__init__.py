@@ -12,6 +12,8 @@ from ._flash_indexer import (
     MAX_TOPK,
     __version__,
     cache_directory,
+    indexer_preset,
+    indexer_presets,
     jit_enabled,
     reference,
     set_cache_directory,
@@ -29,6 +31,8 @@ __all__ = [
     "fp8_paged_mqa_logits",
     "get_num_sms",
     "get_paged_mqa_logits_metadata",
+    "indexer_preset",
+    "indexer_presets",
     "jit_enabled",
     "paged_mqa_logits",
     "reference",
@@ -189,6 +193,17 @@ class DecodePlan(_ext.DecodePlan):
             memory = _torch_buffer(lambda: _ext.DecodePlan.required_bytes(**config))
         super().__init__(**config, memory=memory)
         self.memory = memory  # the buffer lives as long as the plan (None: the plan's own allocation)
+
+    @classmethod
+    def from_preset(cls, name, *, max_batch, **options):
+        """The plan of a model's indexer (`flash_indexer.indexer_presets()`: "deepseek-v4-flash",
+        "glm-5", ...) for up to `max_batch` requests: its heads, head_dim, k, kv, next_n and max_context,
+        each replaced by a keyword of the same name in `options`, which also takes every other keyword
+        of DecodePlan (logits, histogram, memory, ...)."""
+        preset = indexer_preset(name)
+        config = {key: preset[key] for key in ("heads", "head_dim", "k", "kv", "next_n", "max_context")}
+        config.update(options)
+        return cls(max_batch=max_batch, **config)
 
     def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.

@@ -21,6 +21,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/jit.hpp"
+#include "flash_indexer/model_presets.hpp"
 #include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
@@ -93,6 +94,18 @@ fi::KvFormat kv_format_of(const std::string& op, const std::string& name) {
   if (name == "fp8") return fi::KvFormat::fp8;
   if (name == "mxfp4") return fi::KvFormat::mxfp4;
   throw fi::ArgumentError(fmt::format("{}: kv: expected fp8 or mxfp4, got '{}'", op, name));
+}
+
+nb::dict preset_dict(const fi::IndexerPreset& p) {
+  nb::dict d;
+  d["name"] = std::string(p.name);
+  d["heads"] = p.heads;
+  d["head_dim"] = p.head_dim;
+  d["k"] = p.k;
+  d["kv"] = p.kv == fi::KvFormat::mxfp4 ? "mxfp4" : "fp8";
+  d["next_n"] = p.next_n;
+  d["max_context"] = p.max_context;
+  return d;
 }
 
 fi::DecodeStep decode_step_of(const std::string& op, const std::string& name) {
@@ -520,6 +533,27 @@ NB_MODULE(_flash_indexer, m) {
       "without a GPU.");
 
   m.def("cache_directory", [] { return fi::cache_directory().string(); }, "The kernel cache directory in use.");
+  m.def(
+      "indexer_presets",
+      [] {
+        nb::list out;
+        for (const fi::IndexerPreset& p : fi::indexer_presets()) out.append(preset_dict(p));
+        return out;
+      },
+      "The model presets (model_presets.hpp), each a dict: name, heads, head_dim, k, kv, next_n, max_context.");
+  m.def(
+      "indexer_preset",
+      [](const std::string& name) {
+        const fi::IndexerPreset* p = fi::find_indexer_preset(name);
+        if (!p) {
+          std::string names;
+          for (const fi::IndexerPreset& q : fi::indexer_presets())
+            names += fmt::format("{}{}", names.empty() ? "" : ", ", q.name);
+          throw fi::ArgumentError(fmt::format("indexer_preset: name: no preset '{}' (presets: {})", name, names));
+        }
+        return preset_dict(*p);
+      },
+      nb::arg("name"), "The preset of that name (case-insensitive; 'deepseek-' may be left out) as a dict; ValueError if none.");
   m.def(
       "set_cache_directory", [](const std::string& dir) { fi::set_cache_directory(dir); }, nb::arg("directory"),
       "Overrides FLASH_INDEXER_CACHE_DIR for this process ('' goes back to the environment).");

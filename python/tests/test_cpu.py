@@ -523,3 +523,22 @@ def test_fp8_queries_cross_as_their_bytes(monkeypatch):
     with pytest.raises(ValueError, match="paged_mqa_logits: q_scales: expected a CUDA tensor"):
         fi.paged_mqa_logits(np.zeros((1, 1, 64, 64), np.uint8), z, z, z, z, z, stream=0,
                             q_scales=np.zeros((1, 1, 64), np.int32))
+
+
+def test_model_presets():
+    presets = fi.indexer_presets()
+    names = [p["name"] for p in presets]
+    assert len(names) == len(set(names)) and "deepseek-v4-flash" in names and "glm-5" in names
+    flash = fi.indexer_preset("V4-Flash")
+    assert flash["name"] == "deepseek-v4-flash" and flash["k"] == 512 and flash["kv"] == "mxfp4"
+    with pytest.raises(ValueError, match="indexer_preset: name: no preset 'v5'"):
+        fi.indexer_preset("v5")
+    # Every preset is a configuration the plan takes (its memory is known without a GPU).
+    fields = ("heads", "head_dim", "k", "kv", "next_n", "max_context")
+    for p in presets:
+        assert fi.DecodePlan.required_bytes(max_batch=1, **{key: p[key] for key in fields}) > 0
+    # from_preset passes the keywords given beside the preset on to the plan, in place of its fields.
+    with pytest.raises(ValueError, match="config.k: expected 1..4096, got 4097"):
+        fi.DecodePlan.from_preset("glm-5", max_batch=1, k=4097)
+    with pytest.raises(ValueError, match="no preset 'glm-6'"):
+        fi.DecodePlan.from_preset("glm-6", max_batch=1)

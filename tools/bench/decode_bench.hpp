@@ -5,6 +5,7 @@
 // histogram): what the step costs over the logits an engine computes today.
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "flash_indexer/decode_plan.hpp"
@@ -22,6 +23,8 @@ struct DecodeBenchOptions {
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
   std::vector<int> histogram = {0, 1};
   std::vector<int> pdl = {0};  // DecodePlanConfig::pdl
+  // Key caches (DecodePlanConfig::kv); a cell the plan rejects (MXFP4 has fewer shapes) is skipped.
+  std::vector<KvFormat> kvs = {KvFormat::fp8};
   int k = 2048;
   int replays = 30;
   // The FP8 values (paged_inputs.hpp): random bytes (most scores beyond the histogram's +-223, in its two
@@ -34,12 +37,13 @@ struct DecodeBenchOptions {
 
 constexpr int kDecodeHeadDim = 128;  // D of every decode benchmark cell
 
-// The cells of a sweep, in the order the benchmarks run them (the inputs are redrawn when batch or
-// length changes).
+// The cells of a sweep, in the order the benchmarks run them (the key cache outermost; the inputs are
+// redrawn when batch or length changes).
 struct DecodeShape {
   int heads = 0, next_n = 0, batch = 0, length = 0;
   LogitsDType dtype = LogitsDType::f32;
   bool histogram = false, pdl = false;
+  KvFormat kv = KvFormat::fp8;
 };
 std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& options);
 // The plan of one cell over logits `max_context` wide.
@@ -57,7 +61,9 @@ struct DecodeBenchRow {
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
 };
 
+// `on_skip`: a cell whose plan configuration DecodePlan rejects, with the reason.
 std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const DecodeBenchOptions& options, double read_bandwidth,
-                                             const std::function<void(const DecodeBenchRow&)>& on_row);
+                                             const std::function<void(const DecodeBenchRow&)>& on_row,
+                                             const std::function<void(const DecodeShape&, const std::string&)>& on_skip);
 
 }  // namespace flash_indexer::bench

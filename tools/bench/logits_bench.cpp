@@ -35,7 +35,6 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
   std::vector<LogitsBenchRow> rows;
   for (KvFormat format : o.kvs) {
     for (PagedValues values : o.inputs) {
-      if (values == PagedValues::normal && format != KvFormat::fp8) continue;
       PagedInputs inputs(max_batch, max_length, max_next_n, max_heads, dim, format, rng, values);
       for (int batch : o.batches) {
         for (int length : o.lengths) {

@@ -22,7 +22,7 @@ struct LogitsBenchOptions {
   std::vector<LogitsDType> dtypes = {LogitsDType::f32, LogitsDType::f16};
   // Key caches: FP8, and MXFP4 (contract §2.2; only its configurations run: next_n <= 4, H 32/64, D 128).
   std::vector<KvFormat> kvs = {KvFormat::fp8};
-  // The FP8 values (paged_inputs.hpp): `normal` runs the FP8 cells only.
+  // The key and query values (paged_inputs.hpp).
   std::vector<PagedValues> inputs = {PagedValues::bytes};
   int head_dim = 128;
   int replays = 50;

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "flash_indexer/error.hpp"
+#include "flash_indexer/reference.hpp"
 #include "logits_check.hpp"
 
 namespace flash_indexer::bench {
@@ -20,13 +20,20 @@ std::int32_t random_exponents(std::mt19937_64& rng) {
   return static_cast<std::int32_t>(e);
 }
 
-// 64 key tokens of N(0, 1) values, each quantized to E4M3 with the scale amax / 448 (DeepGEMM's test).
-void normal_block(std::uint8_t* base, int head_dim, std::mt19937_64& rng) {
+// 64 key tokens of N(0, 1) values, each quantized to E4M3 with the scale amax / 448 (DeepGEMM's test),
+// or to MXFP4 (an exponent per 32 values, reference.hpp's mxfp4_quantize).
+void normal_block(std::uint8_t* base, int head_dim, KvFormat kv, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<float> v(static_cast<std::size_t>(head_dim));
+  const int value_bytes = kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim;
   for (int t = 0; t < kBlock; ++t) {
     float amax = 0.0f;
     for (float& x : v) amax = std::max(amax, std::fabs(x = normal(rng)));
+    if (kv == KvFormat::mxfp4) {
+      const std::int32_t exponents = reference::mxfp4_quantize(v.data(), head_dim, base + t * value_bytes);
+      std::memcpy(base + kBlock * value_bytes + 4 * t, &exponents, 4);
+      continue;
+    }
     const float scale = std::max(amax, 1e-4f) / 448.0f;
     for (int d = 0; d < head_dim; ++d) base[t * head_dim + d] = check::fp8_e4m3_nearest(v[d] / scale);
     std::memcpy(base + kBlock * head_dim + 4 * t, &scale, 4);
@@ -44,7 +51,7 @@ void fill_pool(check::DeviceBuffer& pool, std::int64_t blocks, std::int64_t bloc
   for (std::int64_t b = 0; b < pattern_blocks; ++b) {
     std::uint8_t* base = host.data() + b * block_bytes;
     if (values == PagedValues::normal) {
-      normal_block(base, head_dim, rng);
+      normal_block(base, head_dim, kv, rng);
       continue;
     }
     for (int i = 0; i < kBlock * value_bytes; i += 8) {
@@ -78,8 +85,6 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
       kv_(kv),
       token_bytes_((kv == KvFormat::mxfp4 ? head_dim / 2 : head_dim) + 4),
       block_bytes_(kBlock * token_bytes_) {
-  if (values == PagedValues::normal && kv != KvFormat::fp8)
-    throw ArgumentError("PagedInputs: normal values are drawn for FP8 key caches only");
   max_width_ = (static_cast<std::int64_t>(max_length) * 13 / 10 + kBlock) / kBlock * kBlock;
   // Enough distinct blocks for the largest batch, and always several times the 60 MiB L2.
   pool_blocks_ = std::max<std::int64_t>(static_cast<std::int64_t>(max_batch) * (max_width_ / kBlock) * 11 / 10,
@@ -92,20 +97,28 @@ PagedInputs::PagedInputs(int max_batch, int max_length, int max_next_n, int max_
   lens_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * 4);
   table_ = check::DeviceBuffer(static_cast<std::size_t>(max_batch) * (max_width_ / kBlock) * 4);
   std::vector<std::uint8_t> qh(q_.bytes());
+  std::vector<std::int32_t> sh(kv == KvFormat::mxfp4 ? query_heads : 0);
   std::normal_distribution<float> unit(0.0f, 1.0f);
-  for (auto& v : qh) {
-    if (values == PagedValues::normal) {
-      v = check::fp8_e4m3_nearest(unit(rng));
-      continue;
+  if (values == PagedValues::normal && kv == KvFormat::mxfp4) {
+    std::vector<float> head(static_cast<std::size_t>(head_dim));
+    for (std::size_t h = 0; h < query_heads; ++h) {
+      for (float& x : head) x = unit(rng);
+      sh[h] = reference::mxfp4_quantize(head.data(), head_dim, qh.data() + h * (head_dim / 2));
     }
-    v = static_cast<std::uint8_t>(rng());
-    if (kv == KvFormat::fp8 && (v & 0x7f) == 0x7f) v = 0x38;
+  } else {
+    for (auto& v : qh) {
+      if (values == PagedValues::normal) {
+        v = check::fp8_e4m3_nearest(unit(rng));
+        continue;
+      }
+      v = static_cast<std::uint8_t>(rng());
+      if (kv == KvFormat::fp8 && (v & 0x7f) == 0x7f) v = 0x38;
+    }
+    for (auto& e : sh) e = random_exponents(rng);
   }
   q_.upload(qh.data(), qh.size());
   if (kv == KvFormat::mxfp4) {
     q_scales_ = check::DeviceBuffer(query_heads * 4);
-    std::vector<std::int32_t> sh(query_heads);
-    for (auto& e : sh) e = random_exponents(rng);
     q_scales_.upload(sh.data(), sh.size() * 4);
   }
   std::normal_distribution<float> normal(0.0f, values == PagedValues::normal ? 1.0f : 0.125f);

@@ -10,7 +10,8 @@
 //   in the coarse histogram's two end bins: nearly every shared-memory count of a warp meets the others
 //   at one address.
 // - normal: as DeepGEMM's test draws them: query and keys N(0, 1), each key token quantized with the
-//   scale amax / 448, the weights N(0, 1); the scores spread over many bins.
+//   scale amax / 448 (MXFP4: query heads and key tokens quantized per 32 values, as
+//   reference::mxfp4_quantize), the weights N(0, 1); the scores spread over many bins.
 // The logits kernel's time, its fused histogram's included, measures the same on both (the histogram's
 // overhead: median 3.5 % on bytes, 3.7 % on normal).
 #include <cstdint>
@@ -28,7 +29,6 @@ const char* paged_values_name(PagedValues values);
 class PagedInputs {
  public:
   // Sized for up to max_batch requests of up to 1.3 * max_length keys, next_n x heads x head_dim queries.
-  // `values`: normal is for FP8 caches only.
   PagedInputs(int max_batch, int max_length, int max_next_n, int max_heads, int head_dim, KvFormat kv, std::mt19937_64& rng,
               PagedValues values = PagedValues::bytes);
 
@@ -38,6 +38,7 @@ class PagedInputs {
   // `ragged`: lengths uniform in [L / 2, L] instead (a ragged decode batch; not with `fixed`).
   void draw(int batch, int length, bool fixed, std::mt19937_64& rng, std::int64_t resident_blocks = 0, bool ragged = false);
 
+  KvFormat kv() const { return kv_; }
   int batch() const { return batch_; }
   std::int64_t width() const { return width_; }              // the longest length, rounded up to a block
   std::int64_t blocks_read() const { return blocks_read_; }  // KV blocks the lengths cover

@@ -8,6 +8,7 @@
 
 #include "commands.hpp"
 #include "dcp_decode_bench.hpp"
+#include "flash_indexer/model_presets.hpp"
 #include "decode_bench.hpp"
 #include "driver.hpp"
 #include "flash_indexer/topk.hpp"
@@ -48,6 +49,14 @@ void apply_shape_options(const Args& args, Options& o) {
   if (auto v = args.value("--heads")) o.heads = parse_int_list("--heads", *v);
   if (auto v = args.value("--hist")) o.histogram = parse_flags("--hist", *v);
   if (auto v = args.value("--dtype")) o.dtypes = parse_dtypes(*v);
+  if (auto v = args.value("--kv")) {
+    o.kvs.clear();
+    for (const std::string& name : split_list(*v)) {
+      const auto kv = fi::kv_from_name(name);
+      if (!kv) throw UsageError(fmt::format("--kv expects fp8 and/or mxfp4, got '{}'", name));
+      o.kvs.push_back(*kv);
+    }
+  }
 }
 
 }  // namespace
@@ -125,6 +134,7 @@ nlohmann::json shape_json(const fi::bench::DecodeShape& s, int k) {
           {"length", s.length},
           {"k", k},
           {"logits", fi::logits_name(s.dtype)},
+          {"kv", fi::kv_name(s.kv)},
           {"histogram", s.histogram}};
 }
 
@@ -166,6 +176,19 @@ int bench_dcp_decode(const fi::bench::DecodeBenchOptions& shapes, int ranks, int
 int cmd_bench_decode(const Args& args) {
   namespace bn = fi::bench;
   bn::DecodeBenchOptions o;
+  // A preset first, so that the options given beside it replace its fields.
+  if (auto v = args.value("--preset")) {
+    const fi::IndexerPreset* p = fi::find_indexer_preset(*v);
+    if (!p) {
+      std::string names;
+      for (const fi::IndexerPreset& q : fi::indexer_presets()) names += fmt::format("{}{}", names.empty() ? "" : ", ", q.name);
+      throw UsageError(fmt::format("--preset: no preset '{}' (presets: {})", *v, names));
+    }
+    o.heads = {p->heads};
+    o.next_ns = {p->next_n};
+    o.k = p->k;
+    o.kvs = {p->kv};
+  }
   apply_shape_options(args, o);
   if (auto v = args.value("--pdl")) o.pdl = parse_flags("--pdl", *v);
   if (auto v = args.value("--input")) {
@@ -180,6 +203,8 @@ int cmd_bench_decode(const Args& args) {
   const int interleave = args.int_value("--dcp-interleave", 1, 1);
   if (ranks > 1) {
     if (args.value("--pdl")) throw UsageError("--pdl: not with --dcp (the DCP plan runs without programmatic launches here)");
+    if (o.kvs != std::vector<fi::KvFormat>{fi::KvFormat::fp8})
+      throw UsageError("--kv: the DCP benchmark runs FP8 caches only (give --kv fp8 with an MXFP4 preset)");
     return bench_dcp_decode(o, ranks, interleave, args);
   }
   if (args.value("--dcp-interleave")) throw UsageError("--dcp-interleave: only with --dcp D (D >= 2)");
@@ -187,14 +212,14 @@ int cmd_bench_decode(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "hist", "pdl", "us",
-              "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
+  std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "kv", "hist", "pdl",
+              "us", "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
   nlohmann::json json = nlohmann::json::array();
-  bn::run_decode_bench(gpu, o, bandwidth, [&](const bn::DecodeBenchRow& r) {
+  const auto on_row = [&](const bn::DecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
-    std::printf("%3d %3d %5d %7d %4s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
-                s.length, fi::logits_name(s.dtype), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us, r.logits_us,
-                r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024,
+    std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
+                s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us,
+                r.logits_us, r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024,
                 r.one_pass_bytes_per_row / 1024);
     std::fflush(stdout);
     nlohmann::json row = shape_json(s, r.k);
@@ -208,7 +233,12 @@ int cmd_bench_decode(const Args& args) {
                 {"kv_floor_us", r.kv_floor_us},
                 {"read_bandwidth", bandwidth}});
     json.push_back(row);
-  });
+  };
+  const auto on_skip = [](const bn::DecodeShape& s, const std::string& why) {
+    std::fprintf(stderr, "skipped H %d next_n %d B %d L %d %s %s: %s\n", s.heads, s.next_n, s.batch, s.length,
+                 fi::logits_name(s.dtype), fi::kv_name(s.kv), why.c_str());
+  };
+  bn::run_decode_bench(gpu, o, bandwidth, on_row, on_skip);
   if (auto path = args.value("--json")) std::ofstream(*path) << json.dump(2) << "\n";
   return 0;
 }
@@ -266,14 +296,6 @@ int cmd_bench(const std::string& what, const Args& args) {
   o.fixed_length = args.has("--fixed-length");
   o.resident_blocks = args.int_value("--resident-blocks", 0, 1);
   if (o.resident_blocks > 0 && o.cold_l2) throw UsageError("--resident-blocks keeps the KV in L2, --cold-l2 evicts it: give one");
-  if (auto v = args.value("--kv")) {
-    o.kvs.clear();
-    for (const std::string& name : split_list(*v)) {
-      const auto kv = fi::kv_from_name(name);
-      if (!kv) throw UsageError(fmt::format("--kv expects fp8 and/or mxfp4, got '{}'", name));
-      o.kvs.push_back(*kv);
-    }
-  }
   if (auto v = args.value("--input")) {
     o.inputs.clear();
     for (const std::string& name : split_list(*v)) {

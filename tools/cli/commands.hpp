@@ -14,5 +14,6 @@ int cmd_info(const Args& args);
 int cmd_check(const Args& args);  // check_commands.cpp
 int cmd_recall(const Args& args);
 int cmd_bench(const std::string& what, const Args& args);  // bench_commands.cpp
+int cmd_presets(const Args& args);                         // preset_commands.cpp
 
 }  // namespace flash_indexer::cli

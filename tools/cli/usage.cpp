@@ -15,6 +15,7 @@ commands:
   check   run the kernels on the GPU against the CPU reference and print a table
   recall  top-k recall of FP16 / BF16 logits against FP32 logits on synthetic indexer inputs
   bench   benchmark on the GPU: bench logits | bench topk | bench decode | bench prefill
+  presets the models' indexer shapes (heads, k, cache, next_n, context) that bench decode --preset takes
 
 Run 'flash-indexer <command> --help' for the options of a command.
 )";
@@ -31,6 +32,15 @@ ARCH and stores it in the cache. Entries already cached are hits and are not com
                      (keys without the arch take ARCH; keys ending in an arch keep theirs)
   --jobs N           parallel compiles (default: the number of CPUs)
   --cache-dir DIR    cache directory (default: FLASH_INDEXER_CACHE_DIR, XDG_CACHE_HOME, ~/.cache)
+)"},
+    {"presets", R"(usage: flash-indexer presets [--json]
+
+Lists the model presets (DeepSeek-V3.2, V4-Flash, V4-Pro, V4.1-Flash, GLM-5): indexer heads, head
+dimension, k, index cache format, next_n (1 + the model's draft tokens) and the index keys of a row at
+the model's longest context. `bench decode --preset NAME` and Python's DecodePlan.from_preset take them
+(the "deepseek-" prefix may be left out; case does not matter).
+
+  --json             one JSON array on stdout
 )"},
     {"list", R"(usage: flash-indexer list [--json] [--cache-dir DIR]
 
@@ -63,8 +73,8 @@ one table row per case. Exits 1 if any case fails.
        flash-indexer bench topk   [--rows LIST] [--lengths LIST] [--k LIST] [--dtype LIST] [--hist LIST]
                                [--ragged LIST] [--split LIST] [--input LIST] [--width W] [--replays N]
                                [--json FILE]
-       flash-indexer bench decode [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
-                               [--hist LIST] [--dtype LIST] [--pdl LIST] [--k K] [--replays N]
+       flash-indexer bench decode [--preset NAME] [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
+                               [--hist LIST] [--dtype LIST] [--kv LIST] [--pdl LIST] [--k K] [--replays N]
                                [--input bytes|normal] [--ragged 0|1] [--dcp D] [--dcp-interleave I]
                                [--json FILE]
        flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
@@ -83,7 +93,8 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --heads LIST       default 32,64 (D = 128)
   --hist LIST        0 and/or 1 (default 0,1): the fused histogram / the histogram given to top-k
   --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
-  --kv LIST          logits: key caches among fp8,mxfp4 (default fp8; MXFP4 runs next_n <= 4, H 32/64)
+  --kv LIST          key caches among fp8,mxfp4 (default fp8; MXFP4 runs next_n <= 4, H 32/64; decode: a
+                     cell the plan rejects is skipped with its reason, and --dcp runs FP8 only)
   --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
   --fixed-length     every request exactly L (as DeepGEMM's benchmark draws them), not [0.7, 1.3] L
@@ -92,7 +103,7 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
                      what HBM delivers; not with --cold-l2
   --input LIST       logits: FP8 values among bytes (default: every byte random; most scores lie
                      beyond +-223, in the histogram's two end bins) and normal (q and keys N(0, 1), the
-                     keys scaled per token, weights N(0, 1): DeepGEMM's test); normal runs FP8 only
+                     keys scaled per token, MXFP4 per 32 values, weights N(0, 1): DeepGEMM's test)
   --compare portable also time the portable kernel and print the speed-up (FP8, or with --variant sm90)
   --variant V        auto (the library's choice, default), portable or sm90 (forced)
   --json FILE        write every row as JSON
@@ -114,6 +125,8 @@ decode: DecodePlan::run end to end ("us": histogram zeroed, logits + histogram, 
 the top-k rows stay resident) and in one pass ("one_us": DecodeStep::one_pass where it applies, else 0),
 beside the logits kernel alone without the histogram ("x_lgt" = us / logits_us); the KV floor is KV
 bytes / read bandwidth; KiB/row, one_KiB: the plan's and the one-pass plan's device memory per query row.
+  --preset NAME      a model's indexer (flash-indexer presets: deepseek-v4-flash, glm-5, ...): its heads,
+                     next_n, k and key cache, each unless its own option is given
   --pdl LIST         0 and/or 1 (default 0): DecodePlanConfig::pdl, the plan's kernels launched as
                      programmatic dependents (the top-k scheduled while the logits kernel ends)
   --k K              default 2048
