@@ -1,6 +1,7 @@
 #include "decode_bench.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 #include <random>
 
@@ -47,14 +48,14 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   const int max_length = *std::max_element(o.lengths.begin(), o.lengths.end());
   const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
   const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
-  std::optional<PagedInputs> inputs;  // one key cache's at a time (the pool is several times L2)
+  std::unique_ptr<PagedInputs> inputs;  // one key cache's at a time (the pool is several times L2)
   check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
   for (const DecodeShape& s : decode_shapes(o)) {
     if (!inputs || inputs->kv() != s.kv) {
       inputs.reset();
-      inputs.emplace(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, s.kv, rng, o.values);
+      inputs = std::make_unique<PagedInputs>(max_batch, max_length, max_next_n, max_heads, kDecodeHeadDim, s.kv, rng, o.values);
       drawn_batch = -1;
     }
     if (s.batch != drawn_batch || s.length != drawn_length) {
