@@ -35,6 +35,15 @@ const IndexerPreset* find_indexer_preset(std::string_view name) {
   return nullptr;
 }
 
+std::string indexer_preset_names() {
+  std::string names;
+  for (const IndexerPreset& p : kPresets) {
+    if (!names.empty()) names += ", ";
+    names += p.name;
+  }
+  return names;
+}
+
 DecodePlanConfig decode_plan_config(const IndexerPreset& preset, int max_batch) {
   DecodePlanConfig c;
   c.max_batch = max_batch;

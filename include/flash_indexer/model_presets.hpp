@@ -4,6 +4,7 @@
 // the sources of each row).
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "flash_indexer/decode_plan.hpp"
@@ -28,6 +29,8 @@ std::span<const IndexerPreset> indexer_presets();
 
 // The preset of that name (case-insensitive; "deepseek-" may be left out: "v4-flash"), or nullptr.
 const IndexerPreset* find_indexer_preset(std::string_view name);
+// The presets' names, comma-separated (for an error that names the choices).
+std::string indexer_preset_names();
 
 // A DecodePlanConfig for up to max_batch requests of the model: its heads, head_dim, k, cache format,
 // next_n and longest context; the other fields keep DecodePlanConfig's defaults.

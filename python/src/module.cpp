@@ -545,12 +545,9 @@ NB_MODULE(_flash_indexer, m) {
       "indexer_preset",
       [](const std::string& name) {
         const fi::IndexerPreset* p = fi::find_indexer_preset(name);
-        if (!p) {
-          std::string names;
-          for (const fi::IndexerPreset& q : fi::indexer_presets())
-            names += fmt::format("{}{}", names.empty() ? "" : ", ", q.name);
-          throw fi::ArgumentError(fmt::format("indexer_preset: name: no preset '{}' (presets: {})", name, names));
-        }
+        if (!p)
+          throw fi::ArgumentError(
+              fmt::format("indexer_preset: name: no preset '{}' (presets: {})", name, fi::indexer_preset_names()));
         return preset_dict(*p);
       },
       nb::arg("name"), "The preset of that name (case-insensitive; 'deepseek-' may be left out) as a dict; ValueError if none.");

@@ -179,11 +179,7 @@ int cmd_bench_decode(const Args& args) {
   // A preset first, so that the options given beside it replace its fields.
   if (auto v = args.value("--preset")) {
     const fi::IndexerPreset* p = fi::find_indexer_preset(*v);
-    if (!p) {
-      std::string names;
-      for (const fi::IndexerPreset& q : fi::indexer_presets()) names += fmt::format("{}{}", names.empty() ? "" : ", ", q.name);
-      throw UsageError(fmt::format("--preset: no preset '{}' (presets: {})", *v, names));
-    }
+    if (!p) throw UsageError(fmt::format("--preset: no preset '{}' (presets: {})", *v, fi::indexer_preset_names()));
     o.heads = {p->heads};
     o.next_ns = {p->next_n};
     o.k = p->k;

@@ -1,6 +1,5 @@
 // flash-indexer presets: the model presets (model_presets.hpp) that bench decode --preset takes.
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
