@@ -11,9 +11,9 @@
 // waits for another, so any grid (several waves, other work on the GPU) is safe.
 //
 // The spread form (StepForm::spread, its own kernel), where the host launches the grid cooperatively
-// (every CTA resident at once): every CTA of the row waits for the row's last arrival, counts its own
-// columns against the threshold interval (step 3 on its columns only: the interval's columns into the
-// row's candidate list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
+// (every CTA resident at once): every CTA of the row waits for the row's last arrival, counts its own columns against
+// the threshold interval (step 3 on its columns only: the interval's columns into the row's candidate
+// list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
 // (step 4), and writes the selected ones of its own columns at their positions (step 5 on its columns,
 // after the winners and ties the other CTAs' counts put before them). A row the form cannot take (a
 // threshold bin of more than kStepCandidates columns of several keys, or counts that do not add up) is
@@ -49,6 +49,7 @@ struct StepSmem {
   unsigned long long scan64[32];           // BlockScan
   int found[4];                            // scan_threshold
   int candidates;                          // the filter pass's counter (it counts past the buffer)
+  int spread_base;                         // the spread form: a step's first slot in the row's list
   FoundBin spread_found[4];                // the spread form: each query row's coarse threshold
   int spread_negative[4];
 };
@@ -119,6 +120,8 @@ struct StepRowSelect {
   static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per 16-byte vector
   static constexpr int kBinsPer = 1024 / kThreads;
   static constexpr int kDigitBits = 10;
+  // The spread form's loads in flight per thread: its vectors of a CTA's columns, the list's entries.
+  static constexpr int kSpreadAhead = 2;
   static_assert(kThreads == 256 || kThreads == 512, "the consumer warpgroups of a logits kernel");
 
   const TopkParams& t;
@@ -412,13 +415,14 @@ struct StepRowSelect {
 
   // Each thread's run [w0, w1) of the bitmaps' first `words` words, and the winners | ties << 32 in the
   // runs before it (one block scan; `total` over all of them).
-  __device__ __forceinline__ unsigned long long word_runs(int words, int& w0, int& w1, unsigned long long& total) {
+  __device__ __forceinline__ unsigned long long word_runs(const unsigned int* win, const unsigned int* tie, int words, int& w0,
+                                                          int& w1, unsigned long long& total) {
     const int per_thread = (words + kThreads - 1) / kThreads;
     w0 = min(words, static_cast<int>(threadIdx.x) * per_thread);
     w1 = min(words, w0 + per_thread);
     unsigned long long counts = 0;
     for (int w = w0; w < w1; ++w)
-      counts += static_cast<unsigned long long>(__popc(win_bits[w])) | static_cast<unsigned long long>(__popc(tie_bits[w])) << 32;
+      counts += static_cast<unsigned long long>(__popc(win[w])) | static_cast<unsigned long long>(__popc(tie[w])) << 32;
     return BlockScan<kThreads, Sync>::exclusive(counts, sm.scan64, total);
   }
 
@@ -461,7 +465,6 @@ struct StepRowSelect {
   __device__ __forceinline__ void finish(int r, const RowMarks& m) {
     const int k = t.k;
     const int len = topk_row_length(t, r);
-    const Raw* row = row_of(r);
     const int words = (len + 31) >> 5;
     const ThresholdKeys& th = m.th;
     const bool all = m.all;
@@ -485,10 +488,8 @@ struct StepRowSelect {
     // Output positions from the bitmaps: each thread a run of words, one scan places the runs.
     int w0, w1;
     unsigned long long total;
-    const unsigned long long before = word_runs(words, w0, w1, total);
+    const unsigned long long before = word_runs(win_bits, tie_bits, words, w0, w1, total);
     int na = static_cast<int>(before & 0xffffffffu), nt = static_cast<int>(before >> 32);
-    int* indices = t.indices + static_cast<long long>(r) * k;
-    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
     // The winners' columns by position in shared memory first (the candidates' columns are done with),
     // then coalesced global writes.
     int* const out = sm.candidate_column;
@@ -496,24 +497,38 @@ struct StepRowSelect {
     for (int w = w0; w < w1; ++w) place_word(out, 32 * w, win_bits[w], tie_bits[w], na, nt, tie_slots, 0);
     Sync::sync();
     const int selected = static_cast<int>(total & 0xffffffffu) + min(static_cast<int>(total >> 32), tie_slots);
-    for (int i = threadIdx.x; i < k; i += kThreads) {
-      if (i < selected) {
-        const int column = out[i];
-        indices[i] = output_index(t, r, column, 0);
-        if (values != nullptr) values[i] = In::value(load(row + column));
-      } else {
-        indices[i] = -1;
-        if (values != nullptr) values[i] = negative_infinity();
-      }
-    }
-    if (threadIdx.x == 0) {
-      int* out = t.report + static_cast<long long>(r) * kTopkReportInts;
-      out[0] = m.histogram_use;
-      out[1] = all ? 1024 : m.report_bin;
-      out[2] = all ? 0 : m.report_count;
-      out[3] = m.passes;
-    }
+    write_selected(r, out, 0, selected);
+    write_padding(r, selected);
+    if (threadIdx.x == 0) write_report(r, m.histogram_use, all ? 1024 : m.report_bin, all ? 0 : m.report_count, m.passes);
     Sync::sync();  // the bitmaps and sm free for the next row
+  }
+
+  // Row r's output positions [first, first + n): the columns out[0, n) (indices, and values where asked).
+  __device__ __forceinline__ void write_selected(int r, const int* out, int first, int n) const {
+    const Raw* row = row_of(r);
+    int* indices = t.indices + static_cast<long long>(r) * t.k + first;
+    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * t.k + first : nullptr;
+    for (int i = threadIdx.x; i < n; i += kThreads) {
+      const int column = out[i];
+      indices[i] = output_index(t, r, column, 0);
+      if (values != nullptr) values[i] = In::value(load(row + column));
+    }
+  }
+  // Row r's output positions past its `selected` ones: -1, and -inf values.
+  __device__ __forceinline__ void write_padding(int r, int selected) const {
+    int* indices = t.indices + static_cast<long long>(r) * t.k;
+    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * t.k : nullptr;
+    for (int i = selected + static_cast<int>(threadIdx.x); i < t.k; i += kThreads) {
+      indices[i] = -1;
+      if (values != nullptr) values[i] = negative_infinity();
+    }
+  }
+  __device__ __forceinline__ void write_report(int r, int histogram_use, int bin, int count, int passes) const {
+    int* report = t.report + static_cast<long long>(r) * kTopkReportInts;
+    report[0] = histogram_use;
+    report[1] = bin;
+    report[2] = count;
+    report[3] = passes;
   }
 
   // The threshold interval of a row's coarse threshold (the whole row where fewer than k are selectable).
@@ -536,12 +551,15 @@ struct StepRowSelect {
     return x;
   }
 
-  // The spread form's first part (StepForm::spread), on every CTA of row r's grid row: columns
-  // [c0, c1) of the row (multiples of 64) against its coarse threshold interval. The interval's columns
-  // are appended to the row's candidate list (one atomic per warp and step), where the interval is one
-  // key they are counted as ties instead. Returns the CTA's winners | ties << 32 (on every thread).
+  // The spread form's first part (StepForm::spread), on every CTA of row r's grid row: columns [c0, c1)
+  // of the row (multiples of 64) against its coarse threshold interval, all of them loaded at once where
+  // they fit kSpreadAhead vectors per thread. Their winners go to the CTA's bitmap words `win` (word w:
+  // columns c0 + 32 w on), where the interval is one key its columns to `tie`; else the interval's
+  // columns are appended to the row's candidate list (one block scan and one atomic per CTA and step),
+  // and the cut decides them (spread_place). Returns the CTA's winners | ties << 32 (on every thread).
   __device__ __forceinline__ unsigned long long spread_count(int r, int len, int c0, int c1, const ThresholdKeys& th, int* count,
-                                                             unsigned long long* list) {
+                                                             unsigned long long* list, unsigned int* win, unsigned int* tie) {
+    constexpr int kLanesPerWord = 32 / kPer;
     const Raw* row = row_of(r);
     const bool single = th.hi - th.lo <= 1;
     const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
@@ -549,45 +567,84 @@ struct StepRowSelect {
     const int v1 = c1 / kPer;
     unsigned long long marks = 0;  // winners | ties << 32
 #pragma unroll 1
-    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {  // whole warps
-      const uint4 x = range_vector(row, len, v, v1);
-      unsigned int a, b;
-      mark_vector(x, above_at, candidate_at, a, b);
-      marks += static_cast<unsigned long long>(__popc(a)) | (single ? static_cast<unsigned long long>(__popc(b)) << 32 : 0ull);
+    for (int v0 = c0 / kPer; v0 < v1; v0 += kSpreadAhead * kThreads) {  // alike on every thread: barriers inside
+      uint4 x[kSpreadAhead];
+#pragma unroll
+      for (int u = 0; u < kSpreadAhead; ++u) x[u] = range_vector(row, len, v0 + u * kThreads + static_cast<int>(threadIdx.x), v1);
+      unsigned int in[kSpreadAhead];
+      int n = 0;
+#pragma unroll
+      for (int u = 0; u < kSpreadAhead; ++u) {
+        const int v = v0 + u * kThreads + static_cast<int>(threadIdx.x);
+        unsigned int a, b;
+        mark_vector(x[u], above_at, candidate_at, a, b);
+        marks += static_cast<unsigned long long>(__popc(a)) | (single ? static_cast<unsigned long long>(__popc(b)) << 32 : 0ull);
+        // The vector's bits in its bitmap word, which kLanesPerWord neighbouring lanes share.
+        const int shift = (v * kPer) & 31;
+        unsigned int word_a = a << shift, word_t = single ? b << shift : 0u;
+#pragma unroll
+        for (int o = 1; o < kLanesPerWord; o <<= 1) {
+          word_a |= __shfl_xor_sync(0xffffffffu, word_a, o);
+          word_t |= __shfl_xor_sync(0xffffffffu, word_t, o);
+        }
+        if (v < v1 && lane % kLanesPerWord == 0) {
+          win[(v * kPer - c0) >> 5] = word_a;
+          tie[(v * kPer - c0) >> 5] = word_t;
+        }
+        in[u] = single ? 0u : b;
+        n += __popc(in[u]);
+      }
       if (single) continue;
-      const int n = __popc(b);
-      if (!__any_sync(0xffffffffu, n != 0)) continue;
-      const int through = warp_inclusive_sum(n);
-      int base = 0;
-      if (lane == 31) base = atomicAdd(count, through);
-      int slot = __shfl_sync(0xffffffffu, base, 31) + through - n;
-      for (unsigned int m = b; m != 0; m &= m - 1, ++slot) {
-        const int e = __ffs(static_cast<int>(m)) - 1;
-        if (slot < kStepCandidates)
-          list[slot] = static_cast<unsigned long long>(In::key(element_at(x, e))) << 32 | static_cast<unsigned int>(v * kPer + e);
+      unsigned long long listed_here;
+      const int before =
+          static_cast<int>(BlockScan<kThreads, Sync>::exclusive(static_cast<unsigned long long>(n), sm.scan64, listed_here));
+      if (listed_here == 0) continue;
+      // (every thread read sm.spread_base of the step before: the scan's barriers came since)
+      if (threadIdx.x == 0) sm.spread_base = atomicAdd(count, static_cast<int>(listed_here));
+      Sync::sync();
+      int slot = sm.spread_base + before;
+#pragma unroll
+      for (int u = 0; u < kSpreadAhead; ++u) {
+        const int v = v0 + u * kThreads + static_cast<int>(threadIdx.x);
+        for (unsigned int m = in[u]; m != 0; m &= m - 1, ++slot) {
+          const int e = __ffs(static_cast<int>(m)) - 1;
+          if (slot < kStepCandidates)
+            list[slot] =
+                static_cast<unsigned long long>(In::key(element_at(x[u], e))) << 32 | static_cast<unsigned int>(v * kPer + e);
+        }
       }
     }
     return BlockScan<kThreads, Sync>::sum(marks, sm.scan64);
   }
 
-  // The spread form's second part, on CTA `me` of the `ctas` of row r's grid row (columns [c0, c1)), once
-  // every CTA of the row has counted its columns (`counts`, one entry per CTA) and listed its candidates
-  // (`count`, `list`). Every CTA ranks the whole list the same way, so all find the same cut. Each then
-  // adds up the winners and ties in the columns before its own, and writes its own selected columns at
-  // their positions: ascending columns, the lowest columns of the k-th key first, the same bytes as
-  // finish(). Returns false on every CTA alike where the counts do not add up to the histogram's; the
-  // caller then selects the row from its logits on one CTA.
+  // The spread form's second part, on CTA `me` of the `ctas` of row r's grid row (columns [c0, c1), its
+  // bitmap words `win` and `tie` as spread_count left them), once every CTA of the row has counted its
+  // columns (`counts`, one entry per CTA) and listed its candidates (`count`, `list` of `capacity`
+  // entries). Every CTA ranks the whole list the same way, so all find the same cut. Each then marks its
+  // own listed columns against the cut, adds up the winners and ties in the columns before its own, and
+  // writes its own selected columns at their positions: ascending columns, the lowest columns of the
+  // k-th key first, the same bytes as finish(). Returns false on every CTA alike where the counts do not
+  // add up to the histogram's; the caller then selects the row from its logits on one CTA.
   __device__ __forceinline__ bool spread_place(int r, const FoundBin& f, int me, int ctas, int c0, int c1,
-                                               const unsigned long long* counts, const int* count,
-                                               const unsigned long long* list) {
-    constexpr int kLanesPerWord = 32 / kPer;
+                                               const unsigned long long* counts, const int* count, const unsigned long long* list,
+                                               int capacity, unsigned int* win, unsigned int* tie) {
     const int k = t.k;
-    const int len = topk_row_length(t, r);
     const ThresholdKeys th = interval_of(f);
     const bool all = f.bin >= 1024;
     const bool single = th.hi - th.lo <= 1;
-    unsigned long long row_part = 0, before_part = 0;  // winners | ties << 32
-    for (int i = threadIdx.x; i < ctas; i += kThreads) {
+    // The row's shared state in one round trip: the list's size, the CTAs' counts and the list's first
+    // entries (past its size they are not read below).
+    const int listed = single ? 0 : ld_global_l2(count);
+    const unsigned long long my_count = static_cast<int>(threadIdx.x) < ctas ? ld_global_l2(counts + threadIdx.x) : 0ull;
+    unsigned long long entry[kSpreadAhead];
+#pragma unroll
+    for (int u = 0; u < kSpreadAhead; ++u) {
+      const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+      entry[u] = !single && i < capacity ? ld_global_l2(list + i) : 0ull;
+    }
+    unsigned long long row_part = my_count,
+                       before_part = static_cast<int>(threadIdx.x) < me ? my_count : 0ull;  // winners | ties << 32
+    for (int i = threadIdx.x + kThreads; i < ctas; i += kThreads) {
       const unsigned long long c = ld_global_l2(counts + i);
       row_part += c;
       before_part += i < me ? c : 0ull;
@@ -595,7 +652,6 @@ struct StepRowSelect {
     const unsigned long long row_marks = BlockScan<kThreads, Sync>::sum(row_part, sm.scan64);
     unsigned long long before = BlockScan<kThreads, Sync>::sum(before_part, sm.scan64);
     const int above_all = static_cast<int>(row_marks & 0xffffffffu);
-    const int listed = single ? 0 : ld_global_l2(count);
     const int candidates_all = single ? static_cast<int>(row_marks >> 32) : listed;
     const int promised_above = all ? f.total : k - th.need;
     if (above_all != promised_above || !(all || candidates_all == th.count) || !(single || candidates_all <= kStepCandidates))
@@ -603,9 +659,16 @@ struct StepRowSelect {
 
     const int need = all ? 0 : max(0, k - above_all);
     int tie_slots = single ? need : 0;
-    unsigned long long above_key = th.hi, tie_key = th.lo;  // keys >= above_key win, keys in [tie_key, above_key) tie
     if (!single) {
-      for (int i = threadIdx.x; i < listed; i += kThreads) {
+#pragma unroll
+      for (int u = 0; u < kSpreadAhead; ++u) {
+        const int i = static_cast<int>(threadIdx.x) + u * kThreads;
+        if (i < listed) {
+          sm.candidate_key[i] = static_cast<unsigned int>(entry[u] >> 32);
+          sm.candidate_column[i] = static_cast<int>(entry[u] & 0xffffffffu);
+        }
+      }
+      for (int i = static_cast<int>(threadIdx.x) + kSpreadAhead * kThreads; i < listed; i += kThreads) {
         const unsigned long long e = ld_global_l2(list + i);
         sm.candidate_key[i] = static_cast<unsigned int>(e >> 32);
         sm.candidate_column[i] = static_cast<int>(e & 0xffffffffu);
@@ -613,73 +676,35 @@ struct StepRowSelect {
       Sync::sync();
       const Cut c = cut(th, need, listed);
       tie_slots = c.all_in ? 0 : c.ties;
-      above_key = c.above();
-      tie_key = c.lo;
-      unsigned long long list_before = 0;  // the list's winners | ties << 32 in the columns before c0
+      // The list's winners and ties: counted where they lie before c0, marked where they are this CTA's.
+      unsigned long long list_before = 0;  // winners | ties << 32
       for (int i = threadIdx.x; i < listed; i += kThreads) {
         const unsigned long long key = sm.candidate_key[i];
-        if (sm.candidate_column[i] < c0) list_before += c.wins(key) ? 1ull : key >= c.lo ? 1ull << 32 : 0ull;
+        const int column = sm.candidate_column[i];
+        const bool wins = c.wins(key), ties = !wins && key >= c.lo;
+        if (column < c0) list_before += wins ? 1ull : ties ? 1ull << 32 : 0ull;
+        else if (column < c1 && (wins || ties)) atomicOr(&(wins ? win : tie)[(column - c0) >> 5], 1u << (column & 31));
       }
-      before += BlockScan<kThreads, Sync>::sum(list_before, sm.scan64);
+      before += BlockScan<kThreads, Sync>::sum(list_before, sm.scan64);  // (its barrier orders the marks)
     }
     // With the histogram's counts holding, exactly k are selectable unless fewer are (`all`).
     const int selected = all ? above_all : k;
 
-    // This CTA's columns marked against the cut in its bitmaps (word w: columns c0 + 32 w on).
-    const Raw* row = row_of(r);
-    const float above_at = bound_value<In>(static_cast<unsigned int>(above_key));
-    const float tie_at = bound_value<In>(static_cast<unsigned int>(tie_key));
-    const int lane = static_cast<int>(threadIdx.x & 31);
-    const int v1 = c1 / kPer;
-#pragma unroll 1
-    for (int v = c0 / kPer + static_cast<int>(threadIdx.x); v - lane < v1; v += kThreads) {  // whole warps: shuffles
-      const uint4 x = range_vector(row, len, v, v1);
-      unsigned int a, b;
-      mark_vector(x, above_at, tie_at, a, b);
-      const int shift = (v * kPer) & 31;
-      unsigned int word_a = a << shift, word_t = b << shift;
-#pragma unroll
-      for (int o = 1; o < kLanesPerWord; o <<= 1) {
-        word_a |= __shfl_xor_sync(0xffffffffu, word_a, o);
-        word_t |= __shfl_xor_sync(0xffffffffu, word_t, o);
-      }
-      if (v < v1 && lane % kLanesPerWord == 0) {
-        win_bits[(v * kPer - c0) >> 5] = word_a;
-        tie_bits[(v * kPer - c0) >> 5] = word_t;
-      }
-    }
-    Sync::sync();
     // Positions: each thread a run of words, one scan over the CTA after the columns before it.
     int w0, w1;
     unsigned long long cta_marks;
-    const unsigned long long local = word_runs((c1 - c0) >> 5, w0, w1, cta_marks);
+    const unsigned long long local = word_runs(win, tie, (c1 - c0) >> 5, w0, w1, cta_marks);
     const int na0 = static_cast<int>(before & 0xffffffffu), nt0 = static_cast<int>(before >> 32);
     const int first = na0 + min(nt0, tie_slots);
     int na = na0 + static_cast<int>(local & 0xffffffffu), nt = nt0 + static_cast<int>(local >> 32);
     int* const out = sm.candidate_column;  // the list is done with (the scans' barriers)
-    for (int w = w0; w < w1; ++w) place_word(out, c0 + 32 * w, win_bits[w], tie_bits[w], na, nt, tie_slots, first);
+    for (int w = w0; w < w1; ++w) place_word(out, c0 + 32 * w, win[w], tie[w], na, nt, tie_slots, first);
     Sync::sync();
     const int mine_selected =
         static_cast<int>(cta_marks & 0xffffffffu) + min(max(tie_slots - nt0, 0), static_cast<int>(cta_marks >> 32));
-    int* indices = t.indices + static_cast<long long>(r) * k;
-    float* values = t.values != nullptr ? t.values + static_cast<long long>(r) * k : nullptr;
-    for (int i = threadIdx.x; i < mine_selected; i += kThreads) {
-      const int column = out[i];
-      indices[first + i] = output_index(t, r, column, 0);
-      if (values != nullptr) values[first + i] = In::value(load(row + column));
-    }
-    if (me == ctas - 1)
-      for (int i = selected + static_cast<int>(threadIdx.x); i < k; i += kThreads) {
-        indices[i] = -1;
-        if (values != nullptr) values[i] = negative_infinity();
-      }
-    if (me == 0 && threadIdx.x == 0) {
-      int* report = t.report + static_cast<long long>(r) * kTopkReportInts;
-      report[0] = 1;
-      report[1] = all ? 1024 : f.bin;
-      report[2] = all ? 0 : f.count;
-      report[3] = 0;
-    }
+    write_selected(r, out, first, mine_selected);
+    if (me == ctas - 1) write_padding(r, selected);
+    if (me == 0 && threadIdx.x == 0) write_report(r, 1, all ? 1024 : f.bin, all ? 0 : f.count, 0);
     Sync::sync();  // the bitmaps and sm free for the next row
     return true;
   }
@@ -715,6 +740,9 @@ struct DecodeStepTail {
       const int r = b * kNextN + j;
       select.finish(r, select.search(r, s.logits.p.histogram + static_cast<long long>(r) * kCoarseBins));
     }
+    // The selection above ended with a barrier: its reads of the histograms are done.
+    if constexpr (kStepForm == StepForm::last_cta) clear_row(b, static_cast<int>(threadIdx.x), kSelectThreads, rows);
+    else clear_histograms(b, static_cast<int>(threadIdx.x), kSelectThreads, rows);  // the rest is cleared in spread()
   }
 
  private:
@@ -741,6 +769,9 @@ struct DecodeStepTail {
     const int me = static_cast<int>(blockIdx.x), ctas = static_cast<int>(gridDim.x);
     const int c0 = me * s.logits.blocks_per_split * 64;
     const int c1 = max(c0, min(c0 + covered * 64, s.topk.width));
+    // Each query row's bitmap words of this CTA's columns, from the first part to the second (the host
+    // takes this form only where kNextN rows of them fit the bitmaps).
+    const int own_words = s.logits.blocks_per_split * 2;
 #pragma unroll 1
     for (int j = 0; j < kNextN; ++j) {
       const int r = b * kNextN + j;
@@ -750,9 +781,11 @@ struct DecodeStepTail {
         sm.spread_found[j] = f;
         sm.spread_negative[j] = negative;
       }
-      if (!Select::spreads(f, select.interval_of(f), negative)) continue;
-      const unsigned long long marks = select.spread_count(r, topk_row_length(s.topk, r), c0, c1, select.interval_of(f),
-                                                           s.spread_candidates_count + r, list_of(r));
+      const ThresholdKeys th = select.interval_of(f);
+      if (!Select::spreads(f, th, negative)) continue;
+      const unsigned long long marks =
+          select.spread_count(r, topk_row_length(s.topk, r), c0, c1, th, s.spread_candidates_count + r, list_of(r),
+                              select.win_bits + j * own_words, select.tie_bits + j * own_words);
       if (threadIdx.x == 0) s.spread_counts[static_cast<long long>(r) * s.spread_slots + me] = marks;
     }
     Select::Sync::sync();  // every thread's list entries precede the arrival
@@ -769,10 +802,48 @@ struct DecodeStepTail {
       const bool placed =
           Select::spreads(f, select.interval_of(f), sm.spread_negative[j]) &&
           select.spread_place(r, f, me, ctas, c0, c1, s.spread_counts + static_cast<long long>(r) * s.spread_slots,
-                              s.spread_candidates_count + r, list_of(r));
-      if (!placed && me == 0) rows |= 1u << j;
+                              s.spread_candidates_count + r, list_of(r), s.spread_list, select.win_bits + j * own_words,
+                              select.tie_bits + j * own_words);
+      if (!placed) rows |= 1u << j;
     }
-    return rows;
+    // The row's last CTA to get here clears the row but the histograms of the query rows selected from
+    // their logits, which the row's first CTA reads and then clears: every CTA of the row passed the
+    // first wait before any gets here, so the arrival counter counts on from width_blocks. Relaxed:
+    // this CTA's reads of the row's words have returned (their values decided its writes) before the
+    // barrier.
+    Select::Sync::sync();
+    if (threadIdx.x < 32) {
+      unsigned int before = 0;
+      if (threadIdx.x == 0)
+        asm volatile("atom.relaxed.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(s.arrivals + b) : "memory");
+      before = __shfl_sync(0xffffffffu, before, 0);
+      if (before == static_cast<unsigned int>(s.width_blocks + ctas) - 1u)
+        clear_row(b, static_cast<int>(threadIdx.x), 32, ((1u << kNextN) - 1u) & ~rows);
+    }
+    return me == 0 ? rows : 0u;
+  }
+
+  // Zeroes what grid row b's step accumulated (the histograms of its query rows in `histograms`, bit j,
+  // and its counters) once no CTA of the launch reads them any more: the next launch finds them zero
+  // without a memset (about 1.5 us at B 1, docs/design/decode-step.md). Called by `threads` threads from
+  // 0 of the CTA that clears.
+  __device__ __forceinline__ void clear_histograms(int b, int thread, int threads, unsigned int histograms) const {
+#pragma unroll 1
+    for (int j = 0; j < kNextN; ++j) {
+      if (((histograms >> j) & 1u) == 0) continue;
+      int4* histogram = reinterpret_cast<int4*>(s.logits.p.histogram + (static_cast<long long>(b) * kNextN + j) * kCoarseBins);
+      for (int i = thread; i < kCoarseBins / 4; i += threads) histogram[i] = make_int4(0, 0, 0, 0);
+    }
+  }
+  __device__ __forceinline__ void clear_row(int b, int thread, int threads, unsigned int histograms) const {
+    clear_histograms(b, thread, threads, histograms);
+    if (thread == 0) {
+      s.arrivals[b] = 0;
+      if constexpr (kStepForm == StepForm::spread) {
+        s.filtered[b] = 0;
+        for (int j = 0; j < kNextN; ++j) s.spread_candidates_count[b * kNextN + j] = 0;
+      }
+    }
   }
 
   __device__ __forceinline__ unsigned long long* list_of(int r) const {

@@ -20,15 +20,16 @@ struct DecodeStepParams {
   PagedMqaLogitsSm90Params logits;  // with the fused histogram (logits.p.histogram)
   TopkParams topk;                  // the rows' selection: logits, lengths, indices, values, report, slots
   // One counter per row of the logits grid (grid.y: a request, or a query row where the call runs
-  // flattened), zero before the launch: each CTA adds the KV blocks of the row it covered, and the CTA
-  // whose addition completes width_blocks selects the row's query rows.
+  // flattened), zero before the launch and left zero by it (as are the row's histograms): each CTA adds
+  // the KV blocks of the row it covered, and the CTA whose addition completes width_blocks selects the
+  // row's query rows.
   unsigned int* arrivals;
   int width_blocks;
   // The spread form (StepForm::spread: a cooperative launch, so every CTA is resident at once): every CTA
   // of a grid row waits for the row's arrivals, counts its own columns against each query row's threshold
   // interval into spread_counts and lists the interval's columns, then waits for the row's `filtered`
-  // count and writes its own selected columns. Zero before the launch: filtered (per grid row),
-  // spread_candidates_count (per query row).
+  // count and writes its own selected columns. Zero before the launch and left zero by it: filtered (per
+  // grid row), spread_candidates_count (per query row).
   unsigned int* filtered;
   int* spread_candidates_count;
   unsigned long long* spread_candidates;  // per query row spread_list entries: key << 32 | column

@@ -132,6 +132,13 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, Arch{}};
     logits.kv = config_.kv;
     if (one_pass_) {  // its grid is the histogram kernel's
+      // The one-pass kernel leaves its counters and histogram as it found them, zero: zeroed here once,
+      // after whatever the context ran before in this memory (a caller's buffer may be one it just freed).
+      const auto counters = reinterpret_cast<CUdeviceptr>(histogram(config_.max_batch).data) - arrivals_bytes(config_);
+      const std::size_t words = (arrivals_bytes(config_) + step_rows(config_) * kCoarseBins * 4) / 4;
+      FI_CU(cuCtxSynchronize, "DecodePlan (before zeroing the one-pass counters)");
+      FI_CU(cuMemsetD32Async, "DecodePlan (zeroing the one-pass counters)", counters, 0u, words, nullptr);
+      FI_CU(cuCtxSynchronize, "DecodePlan (zeroing the one-pass counters)");
       logits.histogram = true;
       warm_paged_mqa_logits(logits);
       warm_decode_step(config_.next_n, config_.heads, config_.head_dim, config_.logits, config_.kv);
@@ -247,7 +254,7 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
   }
   if (plan.one_pass()) {  // (never with DCP: step_shapes)
     // One kernel: the logits with the fused histogram, each row selected by the CTA that completes it.
-    // The memset zeroes every arrival counter and the run's histogram rows.
+    // No memset: the kernel leaves its counters and histogram rows zero (zeroed at the plan's creation).
     PagedMqaLogitsCall with_histogram = logits_call;
     const TensorView histogram = plan.histogram(batch);
     with_histogram.config.histogram = true;
@@ -261,7 +268,6 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     const TensorView workspace = plan.topk_workspace();  // the spread scratch follows it
     scratch.spread = static_cast<unsigned char*>(workspace.data) + workspace.numel();
     scratch.spread_rows = spread_rows(config);
-    launch.histogram = TensorView::contiguous(scratch.arrivals, DType::i32, {counters + histogram.numel()});
     launch.one_pass = true;
     launch.step = prepare_decode_step(op, with_histogram, topk_call.params, scratch, stream);
     return launch;

@@ -201,12 +201,14 @@ DecodeStepLaunch prepare_decode_step(std::string_view op, const PagedMqaLogitsCa
   launch.params.width_blocks = static_cast<int>(logits.width_blocks);
   launch.grid_x = grid.grid_x;
   launch.grid_y = grid.grid_y;
-  // The spread form where every CTA is resident at once (its CTAs wait for their row's others) and the
-  // scratch holds the rows; else the last-CTA form.
+  // The spread form where every CTA is resident at once (its CTAs wait for their row's others), the
+  // scratch holds the rows and the bitmaps hold a CTA's words of each of its query rows; else the
+  // last-CTA form.
   const std::int64_t ctas = static_cast<std::int64_t>(grid.grid_x) * grid.grid_y;
   const std::int64_t rows = static_cast<std::int64_t>(grid.grid_y) * c.next_n;
   const bool spread_fits = scratch.spread != nullptr && rows <= scratch.spread_rows && topk.width % 64 == 0 &&
-                           grid.grid_x <= kernels::decode_step_spread_slots(topk.width);
+                           grid.grid_x <= kernels::decode_step_spread_slots(topk.width) &&
+                           static_cast<std::int64_t>(c.next_n) * grid.sm90_params.blocks_per_split <= (topk.width + 63) / 64;
   launch.kernel = spread_fits ? &loaded_kernel(op, c, stream) : nullptr;
   if (launch.kernel == nullptr || ctas > static_cast<std::int64_t>(launch.kernel->multiprocessors) * launch.kernel->ctas_per_sm) {
     c.form = kernels::StepForm::last_cta;

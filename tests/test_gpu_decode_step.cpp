@@ -53,7 +53,11 @@ bool check_step(const StepCase& c, std::mt19937_64& rng) {
   DecodePlanConfig one = c.pc, two = c.pc;
   one.step = DecodeStep::one_pass;
   two.step = DecodeStep::two_kernels;
-  const DecodePlan plan_one(one), plan_two(two);
+  // The one pass in a caller's buffer full of garbage: the plan zeroes its counters and histogram once,
+  // and every run leaves them zero for the next.
+  ck::DeviceBuffer one_memory(DecodePlan::required_bytes(one));
+  one_memory.fill(0xa5);
+  const DecodePlan plan_one(one, PlanMemory{one_memory.data(), DecodePlan::required_bytes(one)}), plan_two(two);
   REQUIRE(plan_one.one_pass());
   REQUIRE(!plan_two.one_pass());
   ck::LogitsCase lc;
@@ -99,6 +103,13 @@ bool check_step(const StepCase& c, std::mt19937_64& rng) {
                                              rep.size() * sizeof(TopkRowReport)),
                   "cuMemcpyDtoH");
     for (const TopkRowReport& r : rep) CHECK(r.histogram_use == 1);
+    const TensorView histogram = plan_one.histogram(one.max_batch);
+    const std::size_t counters = (static_cast<std::size_t>(one.max_batch) * one.next_n * kDecodeStepCountersPerRow + 3) / 4 * 4;
+    std::vector<std::int32_t> left(static_cast<std::size_t>(histogram.numel()) + counters);
+    driver::check(
+        driver::api().cuMemcpyDtoH(left.data(), reinterpret_cast<CUdeviceptr>(histogram.data) - counters * 4, left.size() * 4),
+        "cuMemcpyDtoH");
+    CHECK(std::count(left.begin(), left.end(), 0) == static_cast<std::ptrdiff_t>(left.size()));  // counters, histogram
     got_one.fill(0x11);
   }
   if (c.reference && c.exact) {
@@ -159,6 +170,8 @@ TEST_CASE("gpu: the one-pass step at scale (several waves, long rows) writes the
   cases.push_back({{4, 1, 64, 128, 512, LogitsDType::f32, 262144}, {262144, 200000, 0, 70000}, false, false});
   cases.push_back({{2, 4, 64, 128, 1024, LogitsDType::bf16, 40000}, {40000, 31000}, false});
   cases.push_back({{8, 4, 32, 128, 2048, LogitsDType::f32, 50000, true, true}, random_lengths(8, 50000, rng), false});
+  // One long row at the largest k: a long candidate list, and many columns per CTA.
+  cases.push_back({{1, 1, 64, 128, 4096, LogitsDType::f32, 262144}, {250000}, false, false});
   int spread = 0;
   for (const StepCase& c : cases) spread += check_step(c, rng) ? 1 : 0;
   CHECK(spread > 0);                                  // one wave: the 256K rows

@@ -3,8 +3,9 @@
 // workspace (logits, histogram, top-k workspace), allocated once, and run() writes the top-k indices:
 // histogram zeroed -> logits + fused histogram -> top-k using the histogram; where the batch's rows stay
 // resident in the top-k (it counts them itself), run() leaves the histogram out: logits -> top-k. With
-// DecodeStep::one_pass: histogram zeroed -> logits + fused histogram, each row's top-k selected by the
-// logits kernel's CTA that completes the row.
+// DecodeStep::one_pass: logits + fused histogram, each row's top-k selected in the same kernel, which
+// leaves its counters and histogram zero for the next run (creating such a plan zeroes them once and
+// synchronizes the context).
 // Every step launches on the caller's stream without allocating, copying or synchronizing, so one run()
 // can be captured in a CUDA graph and replayed with new lengths and block tables.
 #include <cstddef>
@@ -90,7 +91,7 @@ class DecodePlan {
   // Whether run() takes the one-pass kernel on the current device (config.step and the shapes decide).
   bool one_pass() const;
   // The plan's buffers after a run (rows B * next_n of max_batch * next_n): for inspection and tests
-  // (the histogram only where the run used it).
+  // (the histogram only where the run used it; zero again after a one-pass run).
   TensorView logits(std::int64_t batch) const;
   TensorView histogram(std::int64_t batch) const;
   TensorView topk_workspace() const;
