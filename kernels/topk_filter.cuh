@@ -172,7 +172,8 @@ __device__ void topk_filter(const TopkParams& p) {
     for (; v < vectors; v += kThreads) body(load_slow(v), v);
   };
 
-  // 1. The first interval: from the given histogram, a sample, or (neither) a count pass.
+  // 1. The first interval: from the given histogram, a sample (no histogram, or its bin too coarse:
+  // report 3), or (neither) a count pass.
   int histogram_use = p.histogram != nullptr ? 1 : 0;
   ThresholdKeys th{};
   bool sampled = false, counted = false, need_count = false, stale = false;
@@ -190,8 +191,14 @@ __device__ void topk_filter(const TopkParams& p) {
     } else {
       const KeyBounds b = coarse_key_bounds<In>(given.bin, sm.coarse);
       th = {b.candidate, b.above, k - given.above, given.count};
+      // A bin that would take digit passes over a row long enough to sample (the same for every CTA
+      // of a cluster: the counts and length are the row's): the row is selected as without it (3).
+      if (given.bin < kCoarseBins && len - from >= kCluster * kTopkFilterSampleColumns &&
+          histogram_bin_too_coarse(given.count, b.candidate, b.above, kFilterCandidates))
+        histogram_use = 3;
     }
-  } else if (len - from >= kCluster * kTopkFilterSampleColumns) {
+  }
+  if ((histogram_use == 0 || histogram_use == 3) && len - from >= kCluster * kTopkFilterSampleColumns) {
     // The cutoff: the key at or above which about `target` of the row's columns lie (see the top),
     // estimated from a sample spread evenly over the segment: rounds of 8 logits per thread, one per 64K
     // columns (at most 4), so that about 200 sampled logits pass (with 48, 1-3 rows in 128 miss the
@@ -278,7 +285,7 @@ __device__ void topk_filter(const TopkParams& p) {
         s.bin < kTopkSelectorBins ? interpolated_selector_key<In>(s.bin, s.above, s.count, want) : In::kMinKey;
     th = {cutoff, max(high, cutoff), k, 0};
     sampled = true;
-  } else {
+  } else if (histogram_use == 0) {
     need_count = true;
   }
 

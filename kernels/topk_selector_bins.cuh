@@ -119,5 +119,16 @@ FLASH_INDEXER_SELECTOR_BINS_FN unsigned int lowest_key16_of_fine_bin(int bin) {
   return 0x8000u - ((static_cast<unsigned int>(bin - 2048) + 1u) << kFineShift16);
 }
 
+// Whether a long streamed row is selected as if no histogram were given (row report histogram_use 3):
+// the given histogram's threshold bin holds more than `buffer` columns (the selector's candidate
+// buffer) over keys [candidate_key, above_key) of more than one key. Narrowing such a bin costs a digit
+// pass over the row per 10 bits of its keys and a select pass after each, where the no-histogram path's
+// sample costs a few loads and usually one pass (docs/design/topk-selectors.md, "An uninformative
+// histogram"). A bin of one key is selected from as it is: its columns are ties, taken lowest first.
+FLASH_INDEXER_SELECTOR_BINS_FN bool histogram_bin_too_coarse(int count, unsigned int candidate_key, unsigned int above_key,
+                                                             int buffer) {
+  return count > buffer && above_key - candidate_key > 1u;
+}
+
 }  // namespace kernels
 }  // namespace flash_indexer

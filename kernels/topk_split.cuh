@@ -199,7 +199,27 @@ __device__ void topk_split(const TopkParams& p) {
   const bool resident = vectors <= kStages * kStageVectors;
   // A long streamed row with no histogram is first tried from a sampled cutoff: one pass over the row
   // instead of two. The sample is taken first, while little else is live (registers: two CTAs per SM).
-  bool may_sample = kCluster == 1 && p.histogram == nullptr && !resident && aligned && end - begin >= kTopkSampledColumns;
+  // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up, 3: its
+  // threshold bin was too coarse to select from (histogram_bin_too_coarse): the row was sampled instead.
+  // The threshold and its key interval of the first select pass, once known (need_threshold false).
+  int histogram_use = p.histogram != nullptr ? 1 : 0;
+  Threshold t{};
+  KeyBounds bounds{};
+  bool need_threshold = true;
+  bool may_sample = kCluster == 1 && !resident && aligned && end - begin >= kTopkSampledColumns;
+  if (may_sample && histogram_use == 1) {
+    may_sample = false;
+    t = find_threshold<kCoarseBins>(p.histogram + static_cast<long long>(r) * kCoarseBins, k, true, sm);
+    if (!t.negative && t.bin < kCoarseBins) {  // otherwise the loop finds it again and recounts
+      bounds = coarse_key_bounds<In>(t.bin, sm);
+      if (histogram_bin_too_coarse(t.count, bounds.candidate, bounds.above, kTopkCandidates)) {
+        histogram_use = 3;
+        may_sample = true;
+      } else {
+        need_threshold = false;
+      }
+    }
+  }
   // Kept in shared memory until the first pass needs it (a register less across the loop).
   if (may_sample) {
     // Every thread writes the same values, so no barrier is needed before the reads.
@@ -320,14 +340,9 @@ __device__ void topk_split(const TopkParams& p) {
   //   - a threshold bin too big for the candidate buffer is narrowed by the 10-bit digit counts of its keys,
   //     summed over the cluster, and selected again, until the candidates fit or share one key. Every
   //     CTA rescans only its own segment (from shared memory when it is resident).
-  // 0: counted here (no histogram given), 1: the given histogram was used, 2: it did not add up.
-  int histogram_use = p.histogram != nullptr ? 1 : 0;
   const int* counts = histogram_use == 1 ? p.histogram + static_cast<long long>(r) * kCoarseBins : nullptr;
-  Threshold t{};
-  KeyBounds bounds{};
   SelectRun total{};
   int row_passes = 0;
-  bool need_threshold = true;
   // `sampling`: this pass tries the sampled cutoff; `sampled`: it succeeded.
   bool sampling = false, sampled = false;
 #pragma unroll 1

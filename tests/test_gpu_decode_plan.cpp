@@ -101,8 +101,9 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
           driver::check(driver::api().cuMemcpyDtoH(rep.data(), reinterpret_cast<CUdeviceptr>(plan.topk_workspace().data),
                                                    rep.size() * sizeof(TopkRowReport)),
                         "cuMemcpyDtoH");
-        // The fused histogram adds up (1), or the resident selector counted instead (0).
-          for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0));
+          // The fused histogram adds up (1), or the resident selector counted instead (0), or a long row's
+          // threshold bin was too coarse to select from (3); it is never found not to add up (2).
+          for (const auto& r : rep) CHECK((r.histogram_use == 1 || r.histogram_use == 0 || r.histogram_use == 3));
         }
       }
       held.reset();

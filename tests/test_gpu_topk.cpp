@@ -197,6 +197,40 @@ TEST_CASE("gpu: top-k over rows longer than the filter selector holds per CTA", 
   }
 }
 
+// A given histogram whose threshold bin holds tens of thousands of a long row's columns (scores past
+// +-223) is set aside: the streamed selectors (filter up to 256K per CTA, split beyond) select the row
+// as without a histogram, report 3, and give the same bytes. A one-bin row (a bin too coarse as well)
+// and a normal row (a histogram worth using: 1) beside them.
+TEST_CASE("gpu: top-k with a histogram too coarse to select from takes the no-histogram path", "[gpu][topk]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16}) {
+    for (std::int64_t length : {std::int64_t{300000}, std::int64_t{200000}}) {  // split selector, filter selector
+      for (int k : {512, 2048}) {
+        ck::TopkCase c;
+        c.dtype = dtype;
+        c.k = k;
+        c.histogram = ck::HistogramMode::exact;
+        c.rows = {{ck::RowKind::saturated, length},
+                  {ck::RowKind::normal, length},
+                  {ck::RowKind::saturated, length - 5},
+                  {ck::RowKind::one_bin, length}};
+        c.aligned_rows = true;  // the split selector samples 16-byte aligned rows only
+        c.splits = {1};
+        c.seed = rng();
+        INFO(ck::describe(c));
+        const ck::TopkComparison r = ck::run_topk_case(test::gpu_session(), c);
+        require_pass(r);
+        REQUIRE(r.reports.size() == c.rows.size());
+        CHECK(r.reports[0].histogram_use == 3);
+        CHECK(r.reports[1].histogram_use == 1);
+        CHECK(r.reports[2].histogram_use == 3);
+        CHECK(r.reports[3].histogram_use == 3);
+      }
+    }
+  }
+}
+
 // The wide resident form holds 64K FP16 logits per CTA: a row of 65536 equal ones ties in every column, a
 // count past 16 bits in the output scan.
 TEST_CASE("gpu: top-k of FP16 rows of 65536 equal logits on one wide CTA", "[gpu][topk]") {
@@ -331,8 +365,9 @@ TEST_CASE("gpu: logits + histogram -> top-k end to end equals the reference", "[
         const auto got = indices.to_host<std::int32_t>(want.indices.size());
         CHECK(got == want.indices);
         const auto reports = workspace.to_host<TopkRowReport>(static_cast<std::size_t>(rows));
-        // Used (1), or not read by the resident selector (0); never found not to add up (2).
-        for (const auto& rep : reports) CHECK((rep.histogram_use == 1 || rep.histogram_use == 0));
+        // Used (1), not read by the resident selector (0), or too coarse to select from (3); never found
+        // not to add up (2).
+        for (const auto& rep : reports) CHECK((rep.histogram_use == 1 || rep.histogram_use == 0 || rep.histogram_use == 3));
       }
     }
   }

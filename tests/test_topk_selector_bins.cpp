@@ -1,15 +1,20 @@
 // The selector's own bins (kernels/topk_selector_bins.cuh): every key of each 16-bit dtype and a sweep
 // of 32-bit keys land in the bin whose closed-form key interval holds them, bins never rise as keys
-// rise, and a few scores land where the header says.
+// rise, and a few scores land where the header says; and the rule that sets a too coarse histogram aside.
 #include "catch_compat.hpp"
 
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <vector>
 
+#include "../kernels/topk_params.cuh"
 #include "../kernels/topk_selector_bins.cuh"
+#include "decode_step.hpp"
 #include "flash_indexer/reference.hpp"
+#include "kernel_key.hpp"
+#include "test_support.hpp"
 
 using namespace flash_indexer::kernels;
 
@@ -229,4 +234,35 @@ TEST_CASE("fine bins: a bin's value bounds classify exactly the values of the bi
   std::mt19937_64 rng(29);
   for (int i = 0; i < 200000; ++i) check32(static_cast<std::uint32_t>(rng()));
   check32(0x80000000u);  // -0 is in +0's bin
+}
+
+// histogram_bin_too_coarse: a long row with scores past the contract's coarse range (|x| >= 223 share
+// an end bin) has a threshold bin far past the candidate buffer, so the filter and split selectors take
+// the no-histogram path; a row of normal scores keeps its histogram.
+TEST_CASE("an uninformative histogram: a long row's end-bin threshold is too coarse, a normal row's is not", "[selector_bins]") {
+  CHECK_FALSE(histogram_bin_too_coarse(4096, 10, 20, 4096));
+  CHECK(histogram_bin_too_coarse(4097, 10, 20, 4096));
+  CHECK_FALSE(histogram_bin_too_coarse(100000, 10, 11, 4096));  // one key: ties, no pass more
+  CHECK(histogram_bin_too_coarse(100000, 0xfc00u, 0u, 4096));   // bin 0's end wraps past the largest key
+  std::mt19937_64 rng(flash_indexer::test::fresh_seed());
+  constexpr std::int64_t kWidth = 262144;
+  constexpr int kK = 2048;
+  for (flash_indexer::LogitsDType dtype : {flash_indexer::LogitsDType::f32, flash_indexer::LogitsDType::f16}) {
+    const auto& lowest = flash_indexer::decode_step_coarse_lowest_keys(dtype);
+    for (double scale : {1000.0, 1.0}) {
+      std::normal_distribution<double> score(0.0, scale);
+      std::vector<double> row(kWidth);
+      for (double& x : row) x = score(rng);
+      std::vector<std::int32_t> hist;
+      flash_indexer::reference::add_coarse_histogram(row, kWidth, {kWidth}, dtype, hist);
+      int bin = 0;
+      std::int64_t above = 0;
+      while (above + hist[bin] < kK) above += hist[bin++];
+      // The bin's keys, as the device's coarse_key_bounds gives them (bin 0: one past the largest key).
+      const unsigned int past_largest = dtype == flash_indexer::LogitsDType::f16 ? 0x10000u : 0u;
+      const unsigned int upper = bin == 0 ? past_largest : lowest[bin - 1];
+      INFO("dtype " << flash_indexer::logits_name(dtype) << " scale " << scale << " bin " << bin << " count " << hist[bin]);
+      CHECK(histogram_bin_too_coarse(hist[bin], lowest[bin], upper, kTopkCandidates) == (scale > 223.0));
+    }
+  }
 }

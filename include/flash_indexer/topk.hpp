@@ -112,7 +112,9 @@ struct TopkOptions {
 // call, e.g. to notice a stale histogram in a pipeline.
 struct TopkRowReport {
   // 0: counted here (none given, or the row was resident: the resident selector never reads one);
-  // 1: the given one was used; 2: it did not add up, recounted.
+  // 1: the given one was used; 2: it did not add up, recounted; 3: a long streamed row's given threshold
+  // bin held more than 4096 columns of several keys, so the row was selected as with none given (from a
+  // sample, else counted here: docs/design/topk-selectors.md, "An uninformative histogram").
   std::int32_t histogram_use;
   // Bin of the k-th score; 1024 when every selectable column was taken. With histogram_use 1 a contract §3
   // coarse bin; otherwise one of the selector's own 1024 bins, which it counts when no histogram is given:

@@ -60,6 +60,7 @@ float draw(RowKind kind, std::int64_t s, std::mt19937_64& rng) {
     case RowKind::all_nan: return kNaN;
     case RowKind::strided_spikes: return (s % 64 < 4 ? 100.0f : 0.0f) + normal(rng);
     case RowKind::rounded_normal: return std::round(normal(rng) * 1024.0f) / 1024.0f;
+    case RowKind::saturated: return normal(rng) * 1000.0f;
   }
   return 0.0f;
 }
@@ -168,6 +169,7 @@ const char* row_kind_name(RowKind kind) {
     case RowKind::all_nan: return "all_nan";
     case RowKind::strided_spikes: return "strided_spikes";
     case RowKind::rounded_normal: return "rounded_normal";
+    case RowKind::saturated: return "saturated";
   }
   return "?";
 }
@@ -343,14 +345,21 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
     // The row report: how the histogram was used, and the threshold bin the reference implies: a contract
     // §3 bin when the given histogram was used, else a selector bin.
     const TopkRowReport& rep = out.reports[row];
-    std::int64_t given_total = 0;
-    for (int b = 0; b < kCoarseBins; ++b) given_total += hist[row * kCoarseBins + b];
+    std::int64_t given_total = 0, given_threshold_count = -1;
+    for (int b = 0; b < kCoarseBins; ++b) {
+      const std::int64_t n = hist[row * kCoarseBins + b];
+      if (given_threshold_count < 0 && given_total < k && given_total + n >= k) given_threshold_count = n;
+      given_total += n;
+    }
     // A row held on chip is counted whatever was given (0); a streamed one uses an exact histogram (1)
-    // and detects a stale one that does not add up (2).
-    const bool use_ok = c.histogram == HistogramMode::none    ? rep.histogram_use == 0
-                        : c.histogram == HistogramMode::exact ? rep.histogram_use == 0 || rep.histogram_use == 1
-                                                              : rep.histogram_use == 0 || rep.histogram_use == 2 ||
-                                                                    (rep.histogram_use == 1 && given_total == valid);
+    // and detects a stale one that does not add up (2); a long one whose given threshold bin outgrows the
+    // candidate buffer may be selected as without it (3: histogram_bin_too_coarse).
+    const bool too_coarse_ok = rep.histogram_use == 3 && given_threshold_count > kernels::kTopkCandidates;
+    const bool use_ok = c.histogram == HistogramMode::none ? rep.histogram_use == 0
+                        : c.histogram == HistogramMode::exact
+                            ? rep.histogram_use == 0 || rep.histogram_use == 1 || too_coarse_ok
+                            : rep.histogram_use == 0 || rep.histogram_use == 2 || too_coarse_ok ||
+                                  (rep.histogram_use == 1 && given_total == valid);
     if (!use_ok)
       fail(row, fmt::format("report histogram_use {} (histogram {}, given total {}, live non-NaN {})", rep.histogram_use,
                             histogram_mode_name(c.histogram), given_total, valid));
@@ -365,10 +374,10 @@ TopkComparison run_topk_case(GpuSession& gpu, const TopkCase& c) {
         const float v = r.stored[row * r.stride + s];
         want_count += !std::isnan(v) && bin_of(v) == want_bin;
       }
-    // A long row with no histogram may be selected from a sampled cutoff in one pass: its threshold bin is
-    // not counted (-1), and it makes no extra passes.
+    // A long row with no histogram (or one too coarse) may be selected from a sampled cutoff in one pass:
+    // its threshold bin is not counted (-1), and it makes no extra passes.
     const bool sampled = rep.threshold_count == -1;
-    if (sampled && (rep.histogram_use != 0 || rep.row_passes != 0 || valid < k))
+    if (sampled && ((rep.histogram_use != 0 && rep.histogram_use != 3) || rep.row_passes != 0 || valid < k))
       fail(row, fmt::format("report count -1 (sampled) with histogram_use {}, row_passes {}, {} selectable", rep.histogram_use,
                             rep.row_passes, valid));
     if (rep.threshold_bin != want_bin || (!sampled && rep.threshold_count != want_count))

@@ -31,6 +31,9 @@ enum class RowKind {
   // N(0, 1) rounded to multiples of 2^-10: a few keys tied inside a narrow threshold bin, the k-th
   // often in the middle of a run of equal scores.
   rounded_normal,
+  // N(0, 1000): most scores past the coarse histogram's +-223, in its two end bins, as the scores of
+  // random FP8 bytes: a long row's threshold bin holds tens of thousands of columns (too coarse to use).
+  saturated,
 };
 const char* row_kind_name(RowKind kind);
 
