@@ -273,9 +273,9 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     return launch;
   }
   launch.topk = prepare_topk(op, topk_call, stream);
-  // The register and resident selectors count their rows themselves and read no histogram: there the plan
-  // neither zeroes nor fuses one (the same checks pass without it).
-  const bool histogram_used = config.histogram && !launch.topk.on_chip;
+  // The register and resident selectors count their rows themselves and read no histogram, and past
+  // next_n 2 the fused count costs more than it saves: there the plan neither zeroes nor fuses one.
+  const bool histogram_used = decode_histogram_used(config, launch.topk.on_chip);
   PagedMqaLogitsCall logits_used = logits_call;
   if (!histogram_used) {
     logits_used.config.histogram = false;  // the kernel without the fused count

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 
+#include "decode_plan_launch.hpp"
 #include "driver.hpp"
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
@@ -254,4 +255,18 @@ TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[pla
   CHECK_THROWS_WITH(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100000), need - 256}),
                     flash_indexer::test::Contains(fmt::format("DecodePlan: memory.bytes: expected at least {}", need)));
   CHECK_THROWS_AS(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100000), need - 256}), ArgumentError);
+}
+
+// The plan fuses the histogram only where it pays (decode_histogram_used; docs/benchmarks/decode.md,
+// "The histogram by next_n"): asked for, rows streamed by the top-k, next_n at most 2.
+TEST_CASE("DecodePlan fuses the histogram for streamed rows at next_n 1-2 only", "[plan]") {
+  DecodePlanConfig c;
+  for (int next_n = 1; next_n <= 8; ++next_n) {
+    c.next_n = next_n;
+    c.histogram = true;
+    CHECK(decode_histogram_used(c, false) == (next_n <= 2));
+    CHECK_FALSE(decode_histogram_used(c, true));
+    c.histogram = false;
+    CHECK_FALSE(decode_histogram_used(c, false));
+  }
 }

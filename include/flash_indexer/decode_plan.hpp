@@ -38,7 +38,9 @@ struct DecodePlanConfig {
   int k = 2048;                   // 1..4096
   LogitsDType logits = LogitsDType::f16;
   std::int64_t max_context = 131072;  // the longest context a request may have (the logits width)
-  bool histogram = true;          // fuse the coarse histogram into the logits and let top-k use it (where it streams)
+  // Fuse the coarse histogram into the logits and let top-k use it, where it streams the rows and
+  // next_n <= 2 (past that the fused count costs more than it saves; docs/design/decode-plan.md).
+  bool histogram = true;
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
   // The key cache: FP8, or MXFP4 (contract §2.2: next_n 1..4, H 32/64, D 128; the sm90 logits kernel's MXFP4
