@@ -21,7 +21,7 @@ struct DecodeLaunch {
 
 // Whether a two-kernel run fuses the histogram into the logits and gives it to the top-k: where the
 // configuration asks for it, the top-k streams the rows (an on-chip selector counts its rows itself),
-// and next_n <= kDecodeHistogramMaxNextN. At next_n 3-4 the fused count costs the logits kernel 8-11 %
+// and next_n <= kDecodeHistogramMaxNextN. At next_n 4 the fused count costs the logits kernel 8-11 %
 // and the step was 7 % slower with it than without on normal inputs (13 % on random bytes), where at
 // next_n 2 it cost the same within 1 % (docs/benchmarks/decode.md, "The histogram by next_n").
 constexpr int kDecodeHistogramMaxNextN = 2;
