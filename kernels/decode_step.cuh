@@ -11,11 +11,12 @@
 // waits for another, so any grid (several waves, other work on the GPU) is safe.
 //
 // The spread form (StepForm::spread, its own kernel), where the host launches the grid cooperatively
-// (every CTA resident at once): every CTA of the row waits for the row's last arrival, counts its own columns against
-// the threshold interval (step 3 on its columns only: the interval's columns into the row's candidate
-// list), and waits for the row's other CTAs to do the same. Then every CTA ranks the whole list alike
-// (step 4), and writes the selected ones of its own columns at their positions (step 5 on its columns,
-// after the winners and ties the other CTAs' counts put before them). A row the form cannot take (a
+// (every CTA resident at once): every CTA of the row waits for the row's last arrival, marks its own
+// columns against the threshold interval in its bitmap words, kept in shared memory (step 3 on its
+// columns only: the interval's columns into the row's candidate list), and waits for the row's other
+// CTAs to do the same. Then every CTA ranks the whole list alike (step 4), marks its listed columns
+// against the cut, and writes its selected columns at their positions (step 5 on its words, after the
+// winners and ties the other CTAs' counts put before them). A row the form cannot take (a
 // threshold bin of more than kStepCandidates columns of several keys, or counts that do not add up) is
 // selected as above by the row's first CTA.
 //
