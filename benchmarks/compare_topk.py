@@ -2,9 +2,10 @@
 """Our top-k and the peers' (vLLM, SGLang, FlashInfer, torch) on the very same tensors, one table.
 
 The peers are their released Python packages, imported from the current environment or from the
-site-packages directories given with --site-packages; ours is the flash_indexer Python package, from
-the environment or from --flash-indexer (the directory that holds the built `flash_indexer` package).
-See benchmarks/README.md for the package versions and an example.
+site-packages directories given with --site-packages, or the kernels of those releases built into one
+bundle (--anchors: its folder, --anchors-status: its build_status.json); ours is the flash_indexer
+Python package, from the environment or from --flash-indexer (the directory that holds the built
+`flash_indexer` package). See benchmarks/README.md for the package versions and an example.
 
 Per cell (dtype x rows x length, k = 2048 by default) every peer and ours get the same input tensor
 (randn rows, or indexer-like rows with --input relu). Each result is checked against torch.topk (the
@@ -28,6 +29,11 @@ def parse_args():
     ap.add_argument("--site-packages", action="append", default=[], metavar="DIR",
                     help="a site-packages directory (or any import root) holding the peers' packages; "
                          "repeatable, searched before the current environment")
+    ap.add_argument("--anchors", default=None, metavar="DIR",
+                    help="take the peers from a kernel bundle built from their releases (the folder holding its "
+                         "peers.py) instead of their packages: vLLM, SGLang and FlashInfer as that bundle calls them")
+    ap.add_argument("--anchors-status", default=None, metavar="FILE",
+                    help="the bundle's build_status.json, which names each built library (with --anchors)")
     ap.add_argument("--flash-indexer", default=None, metavar="DIR",
                     help="the directory that holds the built flash_indexer package (default: import it "
                          "from the environment)")
@@ -139,7 +145,32 @@ PEER_NAMES = ("torch", "vllm.persistent", "vllm.cooperative", "vllm.decode", "sg
               "fi.ragged")
 
 
-def load_peers(torch, wanted):
+def anchor_peers(torch, folder, status_file):
+    """The peers of a bundle built from the engines' releases: its peers.py says how each is called, its
+    build status where each library is. Same interface as the packaged peers above."""
+    sys.path.insert(0, os.path.abspath(folder))
+    import peers as bundle
+    with open(status_file) as f:
+        status = json.load(f).get("lib_status") or {}
+    libs = {key: st["path"] for key, st in status.items()
+            if st and st.get("status") in ("ok", "cached") and os.path.exists(st.get("path") or "")}
+    out = {}
+    for peer in bundle.all_peers(libs):
+        keys = bundle.lib_keys(peer)
+        if any(key not in libs for key in keys):
+            print(f"{peer.name}: not built ({', '.join(k for k in keys if k not in libs)})", file=sys.stderr)
+            continue
+        bundle.set_lib_paths(peer, {key: libs[key] for key in keys})
+        out[peer.name] = (tuple(peer.dtypes), lambda R, L, k, peer=peer: peer.supports(peer.dtypes[0], R, L, k),
+                          lambda x, lengths, k, peer=peer: peer.make(x, lengths, k))
+    return out
+
+
+def load_peers(torch, wanted, anchors=None, anchors_status=None):
+    if anchors is not None:
+        peers = {"torch": torch_peer(torch)["torch"]}
+        peers.update(anchor_peers(torch, anchors, anchors_status))
+        return peers if wanted is None else {n: p for n, p in peers.items() if n in wanted}
     peers = {}
     for group, prefix, load in PEER_GROUPS:
         if wanted is not None and not any(n.startswith(prefix) for n in wanted):
@@ -211,9 +242,9 @@ def main():
 
     import flash_indexer as fi
 
-    peers = load_peers(torch, args.peers.split(",") if args.peers else None)
+    peers = load_peers(torch, args.peers.split(",") if args.peers else None, args.anchors, args.anchors_status)
     timer = Timer(torch, args.replays)
-    dtypes = {"float32": torch.float32, "float16": torch.float16}
+    dtypes = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
     gen = torch.Generator(device="cuda").manual_seed(args.seed)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, CUDA {torch.version.cuda}", flush=True)
     ours = [("ours", False, False), ("ours+hist", True, False)] + ([("ours+pdl", False, True)] if args.pdl else [])
