@@ -194,6 +194,50 @@ inline std::int64_t row_length(const PagedMqaLogitsInputs& in, int b, int j) {
   return len;
 }
 
+// Query row r (= b * next_n + j) dequantized, [H, D].
+inline void paged_query(const PagedMqaLogitsInputs& in, std::int64_t r, std::vector<double>& query) {
+  const bool mxfp4 = in.kv == KvFormat::mxfp4;
+  const std::int64_t token_bytes = mxfp4 ? in.head_dim / 2 : in.head_dim;
+  query.assign(static_cast<std::size_t>(in.heads) * in.head_dim, 0.0);
+  for (int h = 0; h < in.heads; ++h)
+    for (int d = 0; d < in.head_dim; ++d) {
+      const std::int64_t row = r * in.heads + h;
+      query[static_cast<std::size_t>(h) * in.head_dim + d] =
+          mxfp4 ? mxfp4_value(in.q + row * token_bytes, in.q_scales[row], d)
+                : static_cast<double>(fp8_e4m3_to_float(in.q[row * in.head_dim + d]));
+    }
+}
+
+// The score of position s (0 <= s, below the row's length) for query row b * next_n + j, whose
+// dequantized query is `query` (paged_query): NaN where the position has no valid block (slot past
+// max_blocks, id outside the cache). `bound` receives kv_scale * sum_h |w| * sum_d |q * k|.
+inline double paged_logit(const PagedMqaLogitsInputs& in, int b, int j, const std::vector<double>& query, std::int64_t s,
+                          double& bound) {
+  const bool mxfp4 = in.kv == KvFormat::mxfp4;
+  const std::int64_t token_bytes = mxfp4 ? in.head_dim / 2 : in.head_dim;  // a token's values in a block
+  const std::int64_t r = static_cast<std::int64_t>(b) * in.next_n + j;
+  const std::int64_t slot = s / in.block_size;
+  const std::int64_t block_id = slot < in.max_blocks ? in.block_table[b * in.block_table_stride + slot] : -1;
+  bound = 0.0;
+  if (block_id < 0 || block_id >= in.num_blocks) return std::numeric_limits<double>::quiet_NaN();
+  const std::uint8_t* block = in.kv_cache + block_id * in.kv_block_stride;
+  const std::uint8_t* key = block + (s % in.block_size) * token_bytes;
+  const std::uint8_t* tail = block + in.block_size * token_bytes + (s % in.block_size) * 4;  // FP32 scale / exponents
+  double sum;
+  float scale = 1.0f;  // an MXFP4 key has no FP32 scale
+  if (mxfp4) {
+    std::int32_t exponents;
+    std::memcpy(&exponents, tail, sizeof exponents);
+    sum = head_sum_of(
+        query, [&](int d) { return mxfp4_value(key, exponents, d); }, in.weights + r * in.heads, in.heads, in.head_dim, bound);
+  } else {
+    std::memcpy(&scale, tail, sizeof scale);
+    sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
+  }
+  bound *= scale;
+  return sum * scale;
+}
+
 // logits[r * width + s] in double precision from the dequantized inputs. Columns s >= len(r) hold -inf
 // (what fill_masked writes); a key without a valid block (slot past max_blocks, id outside the cache)
 // is NaN, as the kernel writes it. With in.kv = mxfp4 the query and the keys are MXFP4, dequantized
@@ -202,48 +246,19 @@ inline std::int64_t row_length(const PagedMqaLogitsInputs& in, int b, int j) {
 // `magnitude`, when given, receives kv_scale * sum_h |w| * sum_d |q * k| per logit: a bound on every
 // partial sum, so FP32 rounding error of any summation order is at most (H + D) * 2^-24 times it.
 inline std::vector<double> paged_mqa_logits(const PagedMqaLogitsInputs& in, std::vector<double>* magnitude = nullptr) {
-  const bool mxfp4 = in.kv == KvFormat::mxfp4;
   const std::int64_t rows = static_cast<std::int64_t>(in.batch) * in.next_n;
-  const std::int64_t token_bytes = mxfp4 ? in.head_dim / 2 : in.head_dim;  // a token's values in a block
   std::vector<double> out(static_cast<std::size_t>(rows * in.width), -std::numeric_limits<double>::infinity());
-  std::vector<double> query(static_cast<std::size_t>(in.heads) * in.head_dim);
+  std::vector<double> query;
   if (magnitude != nullptr) magnitude->assign(out.size(), 0.0);
   for (int b = 0; b < in.batch; ++b) {
     for (int j = 0; j < in.next_n; ++j) {
       const std::int64_t r = static_cast<std::int64_t>(b) * in.next_n + j;
-      for (int h = 0; h < in.heads; ++h)
-        for (int d = 0; d < in.head_dim; ++d) {
-          const std::int64_t row = r * in.heads + h;
-          query[static_cast<std::size_t>(h) * in.head_dim + d] =
-              mxfp4 ? mxfp4_value(in.q + row * token_bytes, in.q_scales[row], d)
-                    : static_cast<double>(fp8_e4m3_to_float(in.q[row * in.head_dim + d]));
-        }
+      paged_query(in, r, query);
       const std::int64_t len = row_length(in, b, j);
       for (std::int64_t s = 0; s < len; ++s) {
-        const std::int64_t slot = s / in.block_size;
-        const std::int64_t block_id = slot < in.max_blocks ? in.block_table[b * in.block_table_stride + slot] : -1;
-        double& result = out[static_cast<std::size_t>(r * in.width + s)];
-        if (block_id < 0 || block_id >= in.num_blocks) {
-          result = std::numeric_limits<double>::quiet_NaN();
-          continue;
-        }
-        const std::uint8_t* block = in.kv_cache + block_id * in.kv_block_stride;
-        const std::uint8_t* key = block + (s % in.block_size) * token_bytes;
-        const std::uint8_t* tail = block + in.block_size * token_bytes + (s % in.block_size) * 4;  // FP32 scale / exponents
-        double bound, sum;
-        float scale = 1.0f;  // an MXFP4 key has no FP32 scale
-        if (mxfp4) {
-          std::int32_t exponents;
-          std::memcpy(&exponents, tail, sizeof exponents);
-          sum = head_sum_of(
-              query, [&](int d) { return mxfp4_value(key, exponents, d); }, in.weights + r * in.heads, in.heads, in.head_dim,
-              bound);
-        } else {
-          std::memcpy(&scale, tail, sizeof scale);
-          sum = head_sum(query, key, in.weights + r * in.heads, in.heads, in.head_dim, bound);
-        }
-        result = sum * scale;
-        if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(r * in.width + s)] = bound * scale;
+        double bound;
+        out[static_cast<std::size_t>(r * in.width + s)] = paged_logit(in, b, j, query, s, bound);
+        if (magnitude != nullptr) (*magnitude)[static_cast<std::size_t>(r * in.width + s)] = bound;
       }
     }
   }
@@ -427,6 +442,92 @@ inline std::vector<std::int32_t> dcp_owned(const std::vector<std::int32_t>& indi
       if (p >= 0 && dcp_owner(p, layout.ranks, layout.interleave) == layout.rank)
         out[r * k + n++] = static_cast<std::int32_t>(dcp_local_column(p, layout.ranks, layout.interleave));
     }
+  }
+  return out;
+}
+
+// ---- two-level indexing (DeepSeek-V4.1; docs/design/two-level.md) -----------------------------------
+
+// First level: each row's `k_blocks` best blocks of `block` consecutive positions, ranked by the largest
+// live score in them. Block i of row r covers positions [i * block, min((i + 1) * block, lengths[r]))
+// (lengths clamped to [0, width]); its maximum ignores NaN, and a block with no selectable score is
+// never chosen. With `keep_newest` the row's last block (the one holding its newest keys) is taken
+// first, whatever its scores, as DeepSeek-V4.1's publisher forces it in; the rest follow the rules of
+// topk(): larger first, -0 equal to +0, equal maxima to the lower block. [rows, k_blocks] block ids in
+// ascending order; -1 pads.
+inline std::vector<std::int32_t> top_blocks(const std::vector<float>& logits, std::int64_t stride, std::int64_t width,
+                                            const std::vector<std::int64_t>& lengths, int block, int k_blocks, bool keep_newest) {
+  std::vector<std::int32_t> out(lengths.size() * k_blocks, -1);
+  std::vector<float> maxima;
+  std::vector<std::int32_t> ids;
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    const float* row = logits.data() + r * stride;
+    const std::int64_t len = std::clamp<std::int64_t>(lengths[r], 0, width);
+    const std::int64_t blocks = (len + block - 1) / block;
+    maxima.assign(static_cast<std::size_t>(blocks), std::numeric_limits<float>::quiet_NaN());
+    for (std::int64_t s = 0; s < len; ++s) {
+      float& m = maxima[static_cast<std::size_t>(s / block)];
+      if (!std::isnan(row[s]) && (std::isnan(m) || row[s] > m)) m = row[s];
+    }
+    ids.clear();
+    const bool newest = keep_newest && blocks > 0 && k_blocks > 0;
+    for (std::int64_t i = 0; i < blocks - (newest ? 1 : 0); ++i)
+      if (!std::isnan(maxima[static_cast<std::size_t>(i)])) ids.push_back(static_cast<std::int32_t>(i));
+    const auto better = [&](std::int32_t a, std::int32_t b) {
+      return maxima[a] > maxima[b] || (maxima[a] == maxima[b] && a < b);
+    };
+    const std::size_t taken = std::min<std::size_t>(ids.size(), static_cast<std::size_t>(k_blocks - (newest ? 1 : 0)));
+    std::partial_sort(ids.begin(), ids.begin() + taken, ids.end(), better);
+    ids.resize(taken);
+    if (newest) ids.push_back(static_cast<std::int32_t>(blocks - 1));
+    std::sort(ids.begin(), ids.end());
+    std::copy(ids.begin(), ids.end(), out.begin() + static_cast<std::ptrdiff_t>(r * k_blocks));
+  }
+  return out;
+}
+
+// Second level: the paged logits of each row over its candidate blocks only. `candidates` is [B *
+// next_n, num_candidates] int32: blocks of `block` positions of the row's context (position / block),
+// in any order. Column c * block + o of the result ([B * next_n, num_candidates * block], double) is the
+// score of position p = candidates[r][c] * block + o (paged_mqa_logits' value there: NaN where the
+// position has no valid KV block) when the candidate is one of the row's blocks (0 <= candidate <
+// ceil(len / block)) and p < len; -inf otherwise: an invalid candidate (-1, negative, past the row) is
+// never read. A candidate listed twice has its scores twice.
+inline std::vector<double> sparse_paged_mqa_logits(const PagedMqaLogitsInputs& in, const std::int32_t* candidates,
+                                                   int num_candidates, int block) {
+  const std::int64_t rows = static_cast<std::int64_t>(in.batch) * in.next_n;
+  const std::int64_t columns = static_cast<std::int64_t>(num_candidates) * block;
+  std::vector<double> out(static_cast<std::size_t>(rows * columns), -std::numeric_limits<double>::infinity());
+  std::vector<double> query;
+  for (int b = 0; b < in.batch; ++b)
+    for (int j = 0; j < in.next_n; ++j) {
+      const std::int64_t r = static_cast<std::int64_t>(b) * in.next_n + j;
+      paged_query(in, r, query);
+      const std::int64_t len = row_length(in, b, j);
+      for (int c = 0; c < num_candidates; ++c) {
+        const std::int64_t candidate = candidates[r * num_candidates + c];
+        if (candidate < 0 || candidate >= (len + block - 1) / block) continue;
+        for (int o = 0; o < block; ++o) {
+          const std::int64_t p = candidate * block + o;
+          double bound;
+          if (p < len) out[static_cast<std::size_t>(r * columns + c * block + o)] = paged_logit(in, b, j, query, p, bound);
+        }
+      }
+    }
+  return out;
+}
+
+// The context positions of a second-level top-k: `columns` ([rows, k], columns of the sparse logits, -1
+// padding) mapped through the rows' candidates (column j is position candidates[r][j / block] * block
+// + j % block); -1 stays -1.
+inline std::vector<std::int32_t> sparse_positions(const std::vector<std::int32_t>& columns, int k, const std::int32_t* candidates,
+                                                  int num_candidates, int block) {
+  std::vector<std::int32_t> out(columns.size(), -1);
+  for (std::size_t i = 0; i < columns.size(); ++i) {
+    const std::int32_t j = columns[i];
+    if (j < 0) continue;
+    const std::size_t r = i / static_cast<std::size_t>(k);
+    out[i] = candidates[r * num_candidates + j / block] * block + j % block;
   }
   return out;
 }
