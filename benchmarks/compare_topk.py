@@ -50,7 +50,10 @@ def parse_args():
                     help="comma list of peers (default: every one whose package imports): " + ", ".join(PEER_NAMES))
     ap.add_argument("--output", "--json", dest="output", default=None, metavar="FILE",
                     help="also write every cell to FILE as JSON (for benchmarks/topk_table.py)")
-    return ap.parse_args()
+    args = ap.parse_args()
+    if (args.anchors is None) != (args.anchors_status is None):
+        ap.error("--anchors and --anchors-status go together")
+    return args
 
 
 # ---------------------------------------------------------------------------------------------------
