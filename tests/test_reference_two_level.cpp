@@ -4,66 +4,37 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 
 #include "flash_indexer/reference.hpp"
+#include "logits_check.hpp"
 
 using namespace flash_indexer;
 namespace ref = flash_indexer::reference;
+namespace ck = flash_indexer::check;
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// B requests of next_n rows, 16 heads, D 64, an FP8 cache of 64-key blocks with random bytes (no NaN
-// byte), random weights; block table slot 1 of request 0 names an id outside the cache.
+// Random inputs of B requests (16 heads, D 64, FP8, 2-D lengths, check::make_inputs); the first
+// request's block table slot 1 names an id outside the cache, so its keys 64..127 are NaN.
 struct Problem {
-  static constexpr int kHeads = 16, kDim = 64, kBlock = 64, kBlocks = 6, kMaxBlocks = 3;
-  std::vector<std::uint8_t> q, kv;
-  std::vector<float> w;
-  std::vector<std::int32_t> lens, table;
+  ck::LogitsCase c;
+  ck::HostInputs host;
+  std::vector<std::int32_t> lens;
   ref::PagedMqaLogitsInputs in;
 
-  Problem(int batch, int next_n, std::vector<std::int32_t> lengths, std::mt19937_64& rng) : lens(std::move(lengths)) {
-    const std::int64_t stride = kBlock * (kDim + 4);
-    auto byte = [&] {
-      std::uint8_t v = static_cast<std::uint8_t>(rng() % 0x70);  // below 0x7f: finite, |x| < 240
-      return static_cast<std::uint8_t>(rng() % 2 ? v | 0x80 : v);
-    };
-    q.resize(static_cast<std::size_t>(batch) * next_n * kHeads * kDim);
-    for (auto& v : q) v = byte();
-    kv.resize(static_cast<std::size_t>(kBlocks) * stride);
-    for (int b = 0; b < kBlocks; ++b)
-      for (int t = 0; t < kBlock; ++t) {
-        for (int d = 0; d < kDim; ++d) kv[b * stride + t * kDim + d] = byte();
-        const float scale = 0.25f + static_cast<float>(rng() % 8) / 8.0f;
-        std::memcpy(kv.data() + b * stride + kBlock * kDim + 4 * t, &scale, 4);
-      }
-    std::normal_distribution<float> normal;
-    w.resize(static_cast<std::size_t>(batch) * next_n * kHeads);
-    for (auto& v : w) v = normal(rng);
-    table.resize(static_cast<std::size_t>(batch) * kMaxBlocks);
-    for (auto& v : table) v = static_cast<std::int32_t>(rng() % kBlocks);
-    table[1] = kBlocks + 3;  // outside the cache: its keys are NaN
-    in.batch = batch;
-    in.next_n = next_n;
-    in.heads = kHeads;
-    in.head_dim = kDim;
-    in.block_size = kBlock;
-    in.num_blocks = kBlocks;
-    in.kv_block_stride = stride;
-    in.q = q.data();
-    in.kv_cache = kv.data();
-    in.weights = w.data();
-    in.context_lens = lens.data();
-    in.lens_2d = true;
-    in.block_table = table.data();
-    in.block_table_stride = kMaxBlocks;
-    in.max_blocks = kMaxBlocks;
-    in.width = kMaxBlocks * kBlock;
+  Problem(int next_n, std::vector<int> lengths, std::uint64_t seed) {
+    c.config = {next_n, 16, 64, 64, false, LogitsDType::f32, {}};
+    c.lengths = std::move(lengths);
+    c.seed = seed;
+    host = ck::make_inputs(c);
+    host.block_table[1] = host.num_blocks;
+    lens.assign(c.lengths.begin(), c.lengths.end());
+    in = host.reference_view(c);
   }
 };
 
@@ -74,7 +45,7 @@ bool same(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == 
 TEST_CASE("two-level reference: logits over candidate blocks equal the full-context logits at their positions", "[reference]") {
   std::mt19937_64 rng(20261207);
   // Rows of 0, 1, 7, 100 (keys 64..99 in the invalid id), 129 and 192 keys; sparse blocks of 8 and 16.
-  Problem p(3, 2, {100, 0, 129, 1, 7, 192}, rng);
+  Problem p(2, {100, 0, 129, 1, 7, 192}, rng());
   const std::vector<double> full = ref::paged_mqa_logits(p.in);
   for (const int block : {8, 16}) {
     const int candidates = 6;
@@ -136,7 +107,7 @@ TEST_CASE("two-level reference: the first level's blocks (maxima, NaN, ties, -0,
 
 TEST_CASE("two-level reference: both levels compose to the full-context top-k over the chosen blocks", "[reference]") {
   std::mt19937_64 rng(7);
-  Problem p(2, 3, {192, 150, 3, 191, 64, 80}, rng);
+  Problem p(3, {192, 150, 3, 191, 64, 80}, rng());
   const std::int64_t rows = 6, width = p.in.width;
   const std::vector<double> full = ref::paged_mqa_logits(p.in);
   std::vector<float> stored(full.size());
