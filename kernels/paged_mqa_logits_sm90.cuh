@@ -103,7 +103,7 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params, co
   await_previous_kernel();  // before this kernel's first global memory access
   using Tile = Sm90MqaTile<kNextN, kHeads, kHeadDim>;
   constexpr int kN = Tile::kN;
-  static_assert(kNextN <= kSm90MaxNextN, "next_n");
+  static_assert(sm90_n_wide(kNextN, kHeads), "all next_n rows in one wgmma tile");
   constexpr int kKeyBytes = Tile::kKeyBytes;
   constexpr Sm90PagedForm kForm = sm90_paged_form(kNextN, kHeads, kMxfp4);
   // A consumer's rows of each block it takes: all of them, or half where two consumers share every

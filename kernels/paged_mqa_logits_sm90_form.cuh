@@ -10,7 +10,14 @@
 namespace flash_indexer {
 namespace kernels {
 
-constexpr int kSm90MaxNextN = 4;  // N = next_n * heads <= 256 (one wgmma tile)
+// next_n up to 6: a request's query row and up to 5 draft tokens (DeepSeek-V4's speculative decoding).
+constexpr int kSm90MaxNextN = 6;
+
+// Whether a configuration has a kernel of its own: all next_n rows of a block in one wgmma tile, N =
+// next_n * heads <= 256. Past that (next_n 5-6 at H 64) every call runs as B * next_n rows of the
+// next_n = 1 kernel (runtime/sm90_split.hpp, sm90_flattened), which reads each block once per row
+// through L2, as DeepGEMM runs next_n 3-4.
+constexpr bool sm90_n_wide(int next_n, int heads) { return next_n >= 1 && next_n <= kSm90MaxNextN && next_n * heads <= 256; }
 
 struct Sm90PagedForm {
   // Query rows one consumer computes of each block it takes, and its wgmma N (rows * heads). Every
@@ -102,6 +109,7 @@ constexpr Sm90PagedForm sm90_paged_form(int next_n, int heads, bool mxfp4) {
   // With two consumers per SM the tensor pipe idles whenever both are in their epilogues.
   f.overlapped_parts = !mxfp4 && f.consumers == 2 && f.consumer_n > 128;
   // At next_n 4 all four rows' accumulators and the keys' 16 fragment registers do not fit: two rows a
+  // round. N 160-192 (next_n 5-6 H 32) have two consumers of up to 168 registers, as next_n 3 H 64: one
   // round.
   f.mxfp4_round = mxfp4 ? (next_n == 4 ? 2 * heads : next_n * heads) : f.consumer_n;
   // The four-consumer FP8 kernels that move registers, over whole blocks (n2 h64, n3 h32). At next_n 4

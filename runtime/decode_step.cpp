@@ -131,7 +131,7 @@ DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
 }
 
 bool decode_step_builds(int next_n, int heads, int head_dim, KvFormat kv, const Arch& arch) {
-  return sm90a(arch) && next_n >= 1 && next_n <= kernels::kSm90MaxNextN && (heads == 32 || heads == 64) && head_dim == 128 &&
+  return sm90a(arch) && next_n >= 1 && next_n <= kStepMaxNextN && (heads == 32 || heads == 64) && head_dim == 128 &&
          (kv == KvFormat::fp8 || kv == KvFormat::mxfp4);
 }
 
@@ -144,7 +144,7 @@ void DecodeStepConfig::check_supported() const {
 std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch) {
   std::vector<DecodeStepConfig> configs;
   if (!sm90a(arch)) return configs;
-  for (int next_n = 1; next_n <= kernels::kSm90MaxNextN; ++next_n)
+  for (int next_n = 1; next_n <= kStepMaxNextN; ++next_n)
     for (int heads : {32, 64})
       for (KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
         for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})

@@ -18,8 +18,12 @@
 
 namespace flash_indexer {
 
+// The step kernel's next_n: 1..4. The logits kernel goes to 6 (kernels::kSm90MaxNextN); a plan of next_n
+// 5-6 runs the logits and the top-k as two kernels.
+constexpr int kStepMaxNextN = 4;
+
 struct DecodeStepConfig {
-  int next_n = 1;  // 1..4 (the kernel's rows per grid row: 1 where the call runs flattened)
+  int next_n = 1;  // 1..kStepMaxNextN (the kernel's rows per grid row: 1 where the call runs flattened)
   int heads = 64;  // 32, 64
   int head_dim = 128;
   LogitsDType logits = LogitsDType::f32;

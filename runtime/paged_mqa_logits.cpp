@@ -37,15 +37,17 @@ bool portable_forced_by_environment() {
 namespace {
 bool sm90_arch(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
 
-// The MXFP4 configurations the kernels are built for (what the DeepSeek-V4 Flash indexer runs).
-bool mxfp4_supported(int next_n, int heads, int head_dim) {
-  return next_n >= 1 && next_n <= 4 && (heads == 32 || heads == 64) && head_dim == 128;
+// The MXFP4 configurations the kernels are built for (what the DeepSeek-V4 indexers run): next_n 1..4 on
+// the portable kernel, 1..6 (up to 5 draft tokens) on the sm90 kernel.
+bool mxfp4_supported(int next_n, int heads, int head_dim, bool sm90) {
+  return next_n >= 1 && next_n <= (sm90 ? kernels::kSm90MaxNextN : 4) && (heads == 32 || heads == 64) && head_dim == 128;
 }
 
-// Where the sm90 kernel exists: FP8 next_n <= 4, and every MXFP4 configuration.
+// Where the sm90 kernel runs: next_n <= 6, both caches. Past N = next_n * heads = 256 (next_n 5-6 at
+// H 64) as rows of the next_n = 1 kernel (kernels::sm90_n_wide).
 bool sm90_builds(const PagedMqaLogitsConfig& c) {
   return sm90_arch(c.arch) && c.next_n <= kernels::kSm90MaxNextN &&
-         (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim));
+         (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim, true));
 }
 }  // namespace
 
@@ -105,11 +107,13 @@ void PagedMqaLogitsConfig::check_supported() const {
     if (!sm90_arch(arch))
       throw ArgumentError(
           fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
-    if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..4 for the sm90 kernel", next_n);
+    if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..6 for the sm90 kernel", next_n);
   }
-  if (kv == KvFormat::mxfp4 && !mxfp4_supported(next_n, heads, head_dim))
-    throw ArgumentError(fmt::format(
-        "paged_mqa_logits configuration {}: the MXFP4 cache is built for next_n 1..4, heads 32 or 64 and head_dim 128", key()));
+  if (kv == KvFormat::mxfp4 && !mxfp4_supported(next_n, heads, head_dim, variant == PagedMqaLogitsVariant::sm90))
+    throw ArgumentError(
+        fmt::format("paged_mqa_logits configuration {}: the MXFP4 cache is built for next_n 1..4 (1..6 on the sm90 kernel, "
+                    "sm_90a), heads 32 or 64 and head_dim 128",
+                    key()));
   if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
 }
 
@@ -121,22 +125,25 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
         for (bool histogram : {false, true})
           for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
             configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable});
+            // A configuration past one wgmma tile runs the next_n = 1 kernel, listed once as itself.
             const PagedMqaLogitsConfig sm90{next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::sm90};
-            if (sm90_builds(sm90)) configs.push_back(sm90);
-            if (mxfp4_supported(next_n, heads, head_dim)) {
+            const bool own_sm90 = kernels::sm90_n_wide(next_n, heads);
+            if (own_sm90 && sm90_builds(sm90)) configs.push_back(sm90);
+            if (mxfp4_supported(next_n, heads, head_dim, false))
               configs.push_back(
                   {next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable, KvFormat::mxfp4});
-              PagedMqaLogitsConfig sm90_mxfp4 = sm90;
-              sm90_mxfp4.kv = KvFormat::mxfp4;
-              if (sm90_builds(sm90_mxfp4)) configs.push_back(sm90_mxfp4);
-            }
+            PagedMqaLogitsConfig sm90_mxfp4 = sm90;
+            sm90_mxfp4.kv = KvFormat::mxfp4;
+            if (own_sm90 && sm90_builds(sm90_mxfp4)) configs.push_back(sm90_mxfp4);
           }
   return configs;
 }
 
 KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
-  const PagedMqaLogitsConfig c = config.resolved();
+  PagedMqaLogitsConfig c = config.resolved();
   c.check_supported();
+  // Past one wgmma tile the call runs as rows of the next_n = 1 kernel (prepare_paged_mqa_logits).
+  if (c.variant == PagedMqaLogitsVariant::sm90 && !kernels::sm90_n_wide(c.next_n, c.heads)) c.next_n = 1;
   const bool sm90 = c.variant == PagedMqaLogitsVariant::sm90;
   KernelSpec spec;
   spec.key = c.key();

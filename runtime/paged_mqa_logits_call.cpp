@@ -92,7 +92,8 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   l.config.head_dim = static_cast<int>(mxfp4 ? 2 * q.shape[3] : q.shape[3]);
   if (batch < 0 || batch > 65535) qc.fail("batch size q.shape[0] in 0..65535", std::to_string(batch));
   if (mxfp4) {
-    if (q.shape[1] < 1 || q.shape[1] > 4) qc.fail("next_n = q.shape[1] in 1..4 for MXFP4", std::to_string(q.shape[1]));
+    if (q.shape[1] < 1 || q.shape[1] > kernels::kSm90MaxNextN)
+      qc.fail("next_n = q.shape[1] in 1..6 for MXFP4 (5..6 on the sm90 kernel)", std::to_string(q.shape[1]));
     if (q.shape[2] != 32 && q.shape[2] != 64) qc.fail("heads = q.shape[2] in {32, 64} for MXFP4", std::to_string(q.shape[2]));
     if (q.shape[3] != 64) qc.fail("q.shape[3] = head_dim / 2 = 64 (packed E2M1, head_dim 128)", std::to_string(q.shape[3]));
   } else {
@@ -103,6 +104,12 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   }
   const std::int64_t next_n = l.config.next_n, heads = l.config.heads, head_dim = l.config.head_dim;
   const std::int64_t rows = batch * next_n;
+  // Where the sm90 kernel runs the call as B * next_n rows (kernels::sm90_n_wide) they are its grid's
+  // rows: at most 65535, on every device, so that a call valid on one GPU is valid on all.
+  if (next_n <= kernels::kSm90MaxNextN && !kernels::sm90_n_wide(static_cast<int>(next_n), static_cast<int>(heads)) &&
+      rows > 65535)
+    qc.fail(fmt::format("B * next_n <= 65535 at next_n {} and {} heads (B <= {})", next_n, heads, 65535 / next_n),
+            std::to_string(batch));
   const TensorView& q_scales = options.q_scales;
   TensorChecks qsc(op, "options.q_scales", q_scales);
   if (mxfp4) {
@@ -202,8 +209,10 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
   }
   // Small draft-token calls as B * next_n rows of the next_n = 1 kernel (runtime/sm90_split.hpp; shapes
   // only, so a captured launch stays valid). The rows' lengths, tables and outputs are the call's.
-  if (allow_flattened &&
-      sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4, call.batch, call.width_blocks)) {
+  // Past one wgmma tile (kernels::sm90_n_wide) always: the loaded kernel is the next_n = 1 one.
+  const bool rows_only = !kernels::sm90_n_wide(call.config.next_n, call.config.heads);
+  if (rows_only || (allow_flattened && sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4,
+                                                      call.batch, call.width_blocks))) {
     PagedMqaLogitsCall rows = call;
     rows.config.next_n = 1;
     rows.batch = call.batch * static_cast<unsigned>(call.config.next_n);

@@ -29,22 +29,34 @@ TEST_CASE("arch names parse and print", "[keys]") {
 TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
   const PagedMqaLogitsConfig c{2, 64, 128, 64, false, LogitsDType::f16, Arch{9, 0, true}, PagedMqaLogitsVariant::portable};
   CHECK(c.key() == "paged_mqa_logits.portable.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
-  // automatic takes the sm90 kernel on sm_90a for next_n <= 4, the portable one elsewhere.
+  // automatic takes the sm90 kernel on sm_90a for next_n <= 6, the portable one elsewhere.
   PagedMqaLogitsConfig a = c;
   a.variant = PagedMqaLogitsVariant::automatic;
   CHECK(a.resolved().key() == "paged_mqa_logits.sm90.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
-  a.next_n = 5;
+  a.next_n = 7;
   CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);
+  // next_n 5-6: a kernel of their own up to N = next_n * heads = 256, else the next_n = 1 kernel's rows.
+  a.next_n = 5;
+  CHECK(a.resolved().key() == "paged_mqa_logits.sm90.n5.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
+  CHECK(kernel_spec_for_key(a.resolved().key()).key == "paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
+  CHECK(kernel_spec_for_key("paged_mqa_logits.sm90.n6.h32.d64.bs64.hist1.out-f32.kv-fp8.sm_90a").key ==
+        "paged_mqa_logits.sm90.n6.h32.d64.bs64.hist1.out-f32.kv-fp8.sm_90a");
+  CHECK(kernel_spec_for_key("paged_mqa_logits.sm90.n6.h64.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").key ==
+        "paged_mqa_logits.sm90.n1.h64.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a");
   a.next_n = 2;
   a.arch = Arch{8, 9, false};
   CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);
   CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_89"),
                     Contains("needs sm_90a"));
-  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n5.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
-                    Contains("next_n in 1..4 for the sm90 kernel"));
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n7.h32.d128.bs64.hist0.out-f16.kv-fp8.sm_90a"),
+                    Contains("next_n in 1..6 for the sm90 kernel"));
+  // MXFP4 next_n 5-6 only on the sm90 kernel.
+  CHECK_THROWS_WITH(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n5.h32.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a"),
+                    Contains("MXFP4 cache is built for next_n 1..4 (1..6 on the sm90 kernel"));
+  CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n6.h32.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a").next_n == 6);
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.portable.n3.h32.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
-  // The sm90 kernel's MXFP4 form (next_n <= 4, D 128) is automatic's choice on sm_90a; elsewhere the portable one.
+  // The sm90 kernel's MXFP4 form (next_n <= 6, D 128) is automatic's choice on sm_90a; elsewhere the portable one.
   CHECK(PagedMqaLogitsConfig::parse_key("paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-mxfp4.sm_90a").kv ==
         KvFormat::mxfp4);
   PagedMqaLogitsConfig m = a;
@@ -62,8 +74,10 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
                     Contains("kv-<fp8|mxfp4>"));
   for (const Arch& arch : {Arch{8, 0, false}, Arch{9, 0, true}}) {
     const auto configs = supported_paged_mqa_logits_configs(arch);
-    // FP8 portable, FP8 sm90 (sm_90a), MXFP4 portable and sm90 (next_n 1..4, H 32/64, D 128)
-    const std::size_t sm90 = arch.arch_specific ? 4 * 3 * 2 * 2 * 3 : 0, mxfp4 = (arch.arch_specific ? 2 : 1) * 4 * 2 * 2 * 3;
+    // FP8 portable; FP8 sm90 (sm_90a): next_n 1..4, and 5..6 at H 16 and 32 (H 64 runs the next_n = 1
+    // kernel); MXFP4 portable (next_n 1..4, H 32/64, D 128) and sm90 (also next_n 5..6 at H 32)
+    const std::size_t sm90 = arch.arch_specific ? (4 * 3 + 2 * 2) * 2 * 2 * 3 : 0,
+                      mxfp4 = 4 * 2 * 2 * 3 + (arch.arch_specific ? (4 * 2 + 2) * 2 * 3 : 0);
     CHECK(configs.size() == 8 * 3 * 2 * 2 * 3 + sm90 + mxfp4);
     for (const auto& config : configs) CHECK(PagedMqaLogitsConfig::parse_key(config.key()) == config);
   }
@@ -104,11 +118,11 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   CHECK(TopkConfig::parse_key("topk.registerwide1.in-f32.sm_80") ==
         TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
-  // paged portable, paged sm90 (next_n <= 4), paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
+  // paged portable, paged sm90, paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
   // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes x
   // the last-CTA and the spread form)
-  CHECK(specs.size() == 288 + 144 + 48 + 48 + 53 + 54 + 36 + 3 + 3);
+  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3);
   CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 96);
   CHECK(supported_decode_step_configs(Arch{8, 0, false}).empty());
   for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) {

@@ -105,8 +105,17 @@ void run_configuration(const PagedMqaLogitsConfig& config) {
 }
 
 const bool registered = [] {
-  for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true}))
+  for (const PagedMqaLogitsConfig& config : supported_paged_mqa_logits_configs(Arch{9, 0, true})) {
     test::register_test("gpu " + test::config_name(config), "[gpu][logits]", [config] { run_configuration(config); });
+    // next_n 5-6 at H 64 run the next_n = 1 sm90 kernel's rows (kernels::sm90_n_wide), which the catalog
+    // lists only as itself: their own cases.
+    if (config.variant == PagedMqaLogitsVariant::sm90 && config.next_n == 1 && !kernels::sm90_n_wide(6, config.heads))
+      for (const int next_n : {5, 6}) {
+        PagedMqaLogitsConfig rows = config;
+        rows.next_n = next_n;
+        test::register_test("gpu " + test::config_name(rows), "[gpu][logits]", [rows] { run_configuration(rows); });
+      }
+  }
   return true;
 }();
 
@@ -244,7 +253,8 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
   if (session().arch().name() != "sm_90a") test::skip("the sm90 kernel needs sm_90a");
   std::mt19937_64 rng(fresh_seed());
   for (const KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
-    for (const auto& [next_n, heads] : {std::pair{1, 64}, std::pair{2, 64}, std::pair{3, 32}, std::pair{4, 64}}) {
+    for (const auto& [next_n, heads] :
+         {std::pair{1, 64}, std::pair{2, 64}, std::pair{3, 32}, std::pair{4, 64}, std::pair{5, 32}, std::pair{6, 64}}) {
       ck::LogitsCase c;
       c.config = {next_n, heads, 128, 64, false, LogitsDType::f16, {}};
       c.config.variant = PagedMqaLogitsVariant::sm90;
@@ -275,7 +285,7 @@ TEST_CASE("gpu: sm90 logits bytes do not depend on the split", "[gpu][logits]") 
     }
 }
 
-// The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 4) on every run of the
+// The kernel the library picks on the device (sm90 on H100/H200 for next_n <= 6) on every run of the
 // same inputs: the same logits bytes and the same histogram, 20 times.
 TEST_CASE("gpu: logits and histogram are bitwise identical over 20 runs", "[gpu][logits]") {
   test::require_gpu();

@@ -129,9 +129,18 @@ TEST_CASE("paged_mqa_logits takes an MXFP4 cache with a packed query, and names 
   expect_error(
       [](Args& a) {
         a.use_mxfp4();
-        a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 5, 64, 64});
+        a.q = TensorView::contiguous(a.q.data, DType::u8, {4, 7, 64, 64});
       },
-      "q: expected next_n = q.shape[1] in 1..4 for MXFP4, got 5");
+      "q: expected next_n = q.shape[1] in 1..6 for MXFP4 (5..6 on the sm90 kernel), got 7");
+  // next_n 5-6 at 64 heads run as B * next_n grid rows of the sm90 kernel: at most 65535 of them.
+  expect_error([](Args& a) { a.q = TensorView::contiguous(a.q.data, DType::fp8_e4m3, {10923, 6, 64, 128}); },
+               "q: expected B * next_n <= 65535 at next_n 6 and 64 heads (B <= 10922), got 10923");
+  expect_error(
+      [](Args& a) {
+        a.use_mxfp4();
+        a.q = TensorView::contiguous(a.q.data, DType::u8, {13108, 5, 64, 64});
+      },
+      "q: expected B * next_n <= 65535 at next_n 5 and 64 heads (B <= 13107), got 13108");
 }
 
 TEST_CASE("paged_mqa_logits rejects a bad kv_cache", "[validation]") {

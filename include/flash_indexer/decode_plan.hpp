@@ -43,8 +43,8 @@ struct DecodePlanConfig {
   bool histogram = true;
   bool physical_slots = false;    // output block_table[b][i / 64] * 64 + i % 64 instead of positions i
   bool sorted = false;            // each row's indices in ascending position order
-  // The key cache: FP8, or MXFP4 (contract §2.2: next_n 1..4, H 32/64, D 128; the sm90 logits kernel's MXFP4
-  // form on sm_90a, the portable one elsewhere),
+  // The key cache: FP8, or MXFP4 (contract §2.2: H 32/64, D 128, next_n 1..6 on the sm90 logits kernel's
+  // MXFP4 form on sm_90a, 1..4 on the portable one elsewhere),
   // whose run() takes the packed query and its exponents (the q_scales overload).
   KvFormat kv = KvFormat::fp8;
   // Programmatic dependent launch (PagedMqaLogitsOptions::pdl): the top-k kernel is scheduled while the

@@ -29,13 +29,14 @@ constexpr DType tensor_dtype(LogitsDType t) {
 }
 
 // Which kernel computes the logits. `sm90` is the Hopper kernel (TMA + FP8 wgmma, sm_90a, next_n
-// 1..4); `portable` runs on any GPU from sm_80. `automatic` takes sm90 where it applies, unless the
+// 1..6); `portable` runs on any GPU from sm_80. `automatic` takes sm90 where it applies, unless the
 // environment says FLASH_INDEXER_KERNEL=portable.
 enum class PagedMqaLogitsVariant : std::uint8_t { automatic, portable, sm90 };
 
 // The KV cache's format (contract §2): FP8 E4M3 keys with an FP32 scale per token, or MXFP4 (contract
-// §2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; next_n 1..4, H
-// 32/64, D 128: the sm90 kernel's MXFP4 form on sm_90a, the portable kernel elsewhere or on request).
+// §2.2: E2M1 keys with a UE8M0 exponent per 32 elements, and the query in MXFP4 too; next_n 1..6, H
+// 32/64, D 128: the sm90 kernel's MXFP4 form on sm_90a, the portable kernel (next_n 1..4) elsewhere or
+// on request).
 enum class KvFormat : std::uint8_t { fp8, mxfp4 };
 
 // One compiled kernel: everything that is a template argument of the device code.

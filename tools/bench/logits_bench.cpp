@@ -14,6 +14,16 @@ namespace {
 constexpr int kBlock = 64;
 constexpr double kTensorFlops = 1600e12;  // the FP8 rate the targets assume
 
+// Whether the library builds this configuration's kernel for the device (the variant resolved there).
+bool runs_here(const PagedMqaLogitsConfig& config) {
+  try {
+    config.resolved().check_supported();
+    return true;
+  } catch (const ArgumentError&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const LogitsBenchOptions& o, double read_bandwidth,
@@ -58,9 +68,9 @@ std::vector<LogitsBenchRow> run_logits_bench(check::GpuSession& gpu, const Logit
             for (int heads : o.heads) {
               for (int histogram : o.histogram) {
                 for (LogitsDType dtype : o.dtypes) {
-                  // MXFP4 has only some configurations (contract §2.2 as built): the others are skipped.
-                  if (format == KvFormat::mxfp4 && (next_n > 4 || (heads != 32 && heads != 64) || dim != 128)) continue;
-                  if (o.variant == PagedMqaLogitsVariant::sm90 && next_n > 4) continue;  // no sm90 kernel there
+                  // A configuration the device's kernel is not built for (contract §2.2, §3) is skipped.
+                  if (!runs_here({next_n, heads, dim, kBlock, histogram != 0, dtype, current_device_arch(), o.variant, format}))
+                    continue;
                   const std::int64_t rows_n = static_cast<std::int64_t>(batch) * next_n;
                   const auto qv = inputs.q(next_n, heads);
                   const auto kv = inputs.kv_cache();

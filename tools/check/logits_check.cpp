@@ -442,8 +442,9 @@ std::vector<std::uint8_t> launch_and_download(GpuSession& gpu, const LogitsCase&
   options.q_scales = v.q_scales;
   if (c.blocks_per_split > 0 || c.ranges_ctas > 0) {
     // The op's own steps (runtime/paged_mqa_logits_call.hpp) with the split replaced, on the call's own
-    // next_n kernel (never flattened into next_n = 1 rows: the cases without a forced split test that
-    // where the op takes it, sm90_flattened).
+    // next_n kernel (not flattened into next_n = 1 rows where the op may choose: the cases without a
+    // forced split test that, sm90_flattened; a configuration without a kernel of its own,
+    // kernels::sm90_n_wide, is always those rows).
     const PagedMqaLogitsCall call =
         check_paged_mqa_logits("paged_mqa_logits", v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, options);
     PagedMqaLogitsLaunch launch = prepare_paged_mqa_logits("paged_mqa_logits", call, gpu.stream(), false);

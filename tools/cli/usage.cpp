@@ -83,7 +83,7 @@ one table row per case. Exits 1 if any case fails.
 Everything is timed with CUDA events around CUDA-graph replays (the median), next to the read
 bandwidth a streaming-read kernel reaches in the same run.
 
-logits: paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 4), lengths
+logits: paged_mqa_logits (the kernel the library picks: sm90 on H100/H200 for next_n <= 6), lengths
 uniform in [0.7, 1.3] L, KV blocks drawn shuffled from a pool larger than L2. Per cell: microseconds,
 bytes moved (KV blocks with scales, logits written, q, weights, block table), GB/s and the fraction of
 the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1600 TFLOP/s).
@@ -93,8 +93,9 @@ the read bandwidth, TFLOP/s, and the floor max(bytes / read bandwidth, FLOPs / 1
   --heads LIST       default 32,64 (D = 128)
   --hist LIST        0 and/or 1 (default 0,1): the fused histogram / the histogram given to top-k
   --dtype LIST       logits dtypes among f32,f16,bf16 (default f32,f16)
-  --kv LIST          key caches among fp8,mxfp4 (default fp8; MXFP4 runs next_n <= 4, H 32/64; decode: a
-                     cell the plan rejects is skipped with its reason, and --dcp runs FP8 only)
+  --kv LIST          key caches among fp8,mxfp4 (default fp8; MXFP4 runs H 32/64, next_n <= 6 on sm90,
+                     <= 4 elsewhere; decode: a cell the plan rejects is skipped with its reason, and
+                     --dcp runs FP8 only)
   --replays N        timed replays per cell (default 50; decode 30)
   --cold-l2          overwrite 256 MiB before each replay (outside the timed window)
   --fixed-length     every request exactly L (as DeepGEMM's benchmark draws them), not [0.7, 1.3] L
