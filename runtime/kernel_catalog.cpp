@@ -7,6 +7,7 @@
 #include "mqa_logits_kernel.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "probe_kernels.hpp"
+#include "sparse_paged_mqa_logits_kernel.hpp"
 #include "topk_kernel.hpp"
 #include "topk_merge_kernel.hpp"
 
@@ -18,6 +19,7 @@ std::vector<KernelSpec> supported_kernel_specs(const Arch& arch) {
   for (const auto& c : supported_topk_configs(arch)) specs.push_back(topk_kernel_spec(c));
   for (const auto& c : supported_mqa_logits_configs(arch)) specs.push_back(mqa_logits_kernel_spec(c));
   for (const auto& c : supported_topk_merge_configs(arch)) specs.push_back(topk_merge_kernel_spec(c));
+  for (const auto& c : supported_sparse_paged_mqa_logits_configs(arch)) specs.push_back(sparse_paged_mqa_logits_kernel_spec(c));
   specs.push_back(stream_read_kernel_spec(arch));  // the benchmarks' bandwidth probe
   specs.push_back(paged_read_kernel_spec(arch));   // the read floor of a logits cell's own blocks
   specs.push_back(spin_wait_kernel_spec(arch));    // and the wait their timed replays queue behind
@@ -27,6 +29,8 @@ std::vector<KernelSpec> supported_kernel_specs(const Arch& arch) {
 KernelSpec kernel_spec_for_key(std::string_view key) {
   if (key.starts_with("paged_mqa_logits.")) return paged_mqa_logits_kernel_spec(PagedMqaLogitsConfig::parse_key(key));
   if (key.starts_with("topk.")) return topk_kernel_spec(TopkConfig::parse_key(key));
+  if (key.starts_with("sparse_paged_mqa_logits."))
+    return sparse_paged_mqa_logits_kernel_spec(SparsePagedMqaLogitsConfig::parse_key(key));
   if (key.starts_with("mqa_logits.")) return mqa_logits_kernel_spec(MqaLogitsConfig::parse_key(key));
   if (key.starts_with("topk_merge.")) return topk_merge_kernel_spec(TopkMergeConfig::parse_key(key));
   if (key.starts_with("decode_step.")) return decode_step_kernel_spec(DecodeStepConfig::parse_key(key));
@@ -34,8 +38,8 @@ KernelSpec kernel_spec_for_key(std::string_view key) {
   if (key.starts_with("probe.paged_read.")) return paged_read_kernel_spec(Arch::parse(key.substr(17), key));
   if (key.starts_with("probe.spin_wait.")) return spin_wait_kernel_spec(Arch::parse(key.substr(16), key));
   throw Error(fmt::format(
-      "kernel key \"{}\": expected a key starting with paged_mqa_logits., mqa_logits., topk., topk_merge., decode_step. or "
-      "probe.",
+      "kernel key \"{}\": expected a key starting with paged_mqa_logits., sparse_paged_mqa_logits., mqa_logits., topk., "
+      "topk_merge., decode_step. or probe.",
       key));
 }
 

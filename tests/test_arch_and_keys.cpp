@@ -121,8 +121,9 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   // paged portable, paged sm90, paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
   // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes x
-  // the last-CTA and the spread form)
-  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3);
+  // the last-CTA and the spread form); the sparse logits (FP8, MXFP4 x H 32, 64 x blocks of 8, 16 x histogram x
+  // 3 dtypes)
+  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3 + 48);
   CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 96);
   CHECK(supported_decode_step_configs(Arch{8, 0, false}).empty());
   for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) {

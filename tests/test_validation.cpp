@@ -8,6 +8,7 @@
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
 
 using namespace flash_indexer;
@@ -462,4 +463,60 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   CHECK_THROWS_WITH(warm_topk(t), Contains("expected logits f32, f16 or bf16, got 3"));
   CHECK_THROWS_AS(warm_topk(t), ArgumentError);
   CHECK_THROWS_AS(DecodePlan({0, 1, 64, 128, 2048, LogitsDType::f16, 1000}), ArgumentError);
+}
+
+namespace {
+
+// A valid sparse_paged_mqa_logits call (B 4, next_n 2, H 64, C 40 candidate blocks of 8), one argument
+// changed by `change`, expected to fail naming `text`.
+struct SparseArgs : Args {
+  int C = 40, block = 8;
+  TensorView candidates = TensorView::contiguous(fake(0x70000), DType::i32, {B * N, C});
+  SparseArgs() { logits = TensorView::contiguous(fake(0x1000000), DType::f16, {B * N, C * block}); }
+  void call() const { sparse_paged_mqa_logits(q, kv, w, lens, table, candidates, block, logits, nullptr, sparse_options); }
+  SparsePagedMqaLogitsOptions sparse_options{};
+};
+
+void expect_sparse_error(const std::function<void(SparseArgs&)>& change, const std::string& text) {
+  SparseArgs a;
+  change(a);
+  CHECK_THROWS_WITH(a.call(), Contains("sparse_paged_mqa_logits: ") && Contains(text));
+  CHECK_THROWS_AS(a.call(), ArgumentError);
+}
+
+}  // namespace
+
+TEST_CASE("sparse_paged_mqa_logits validates its arguments before the driver, naming them", "[validation]") {
+  if (!driver::available()) {
+    SparseArgs a;
+    CHECK_THROWS_WITH(a.call(), Contains("libcuda.so.1"));  // validation passed; the driver was needed next
+  }
+  // Zero candidates or rows: nothing to launch.
+  SparseArgs empty;
+  empty.candidates.shape[1] = 0;
+  empty.logits.shape[1] = 0;
+  CHECK_NOTHROW(empty.call());
+  // The shared arguments as paged_mqa_logits checks them.
+  expect_sparse_error([](SparseArgs& a) { a.q.dtype = DType::f16; }, "q: expected dtype");
+  expect_sparse_error([](SparseArgs& a) { a.w.shape[1] = 32; }, "weights: expected");
+  expect_sparse_error(
+      [](SparseArgs& a) { a.sparse_options.histogram = TensorView::contiguous(fake(0x80000), DType::i32, {3, 1024}); },
+      "histogram: expected shape[0] = 8 (B * next_n), got 3");
+  // What only the sparse op has.
+  expect_sparse_error(
+      [](SparseArgs& a) {
+        a.q = TensorView::contiguous(fake(0x10000), DType::fp8_e4m3, {4, 2, 16, 128});
+        a.w = TensorView::contiguous(fake(0x30000), DType::f32, {8, 16});
+      },
+      "q: expected heads = q.shape[2] in {32, 64}, got 16");
+  expect_sparse_error([](SparseArgs& a) { a.block = 32; }, "candidate_block: expected 8 or 16, got 32");
+  expect_sparse_error([](SparseArgs& a) { a.candidates.dtype = DType::f32; }, "candidates: expected dtype int32");
+  expect_sparse_error([](SparseArgs& a) { a.candidates.shape[0] = 7; }, "candidates: expected");
+  expect_sparse_error([](SparseArgs& a) { a.candidates.strides[1] = 2; }, "candidates: expected");
+  expect_sparse_error([](SparseArgs& a) { a.candidates.strides[0] = 39; }, "candidates: expected a row stride >= C = 40, got 39");
+  expect_sparse_error([](SparseArgs& a) { a.candidates.data = nullptr; }, "candidates: expected");
+  expect_sparse_error([](SparseArgs& a) { a.logits = TensorView::contiguous(fake(0x1000000), DType::f16, {8, 40 * 16}); },
+                      "logits: expected logits.shape[1] = C * candidate_block = 320, got 640");
+  expect_sparse_error([](SparseArgs& a) { a.block = 16; },
+                      "logits: expected logits.shape[1] = C * candidate_block = 640, got 320");
 }

@@ -38,6 +38,7 @@ __all__ = [
     "reference",
     "set_cache_directory",
     "set_num_sms",
+    "sparse_paged_mqa_logits",
     "top_k_per_row_decode",
     "top_k_per_row_prefill",
     "mqa_logits",
@@ -95,6 +96,24 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
     _ext.paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, logits,
                           stream=current_stream(stream), fill_masked=fill_masked, histogram=histogram,
                           variant=variant, q_scales=q_scales, pdl=pdl, dcp=dcp)
+    return logits
+
+
+def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, candidate_block, logits=None, *,
+                            stream=None, histogram=None, q_scales=None, pdl=False):
+    """The logits of each query row over its candidate blocks only (the second level of DeepSeek-V4.1's
+    two-level indexing, docs/design/two-level.md). `candidates` (int32 [B * next_n, C]) lists blocks of
+    `candidate_block` (8 or 16) positions of each row's context, in any order; column c * candidate_block
+    + o of the result is position candidates[r][c] * candidate_block + o, or -inf where the candidate is
+    not one of the row's blocks (-1, negative, past the row) or the position is past the row's length.
+    The other arguments as for paged_mqa_logits (H 32 or 64, D 128). Writes into `logits` (float32,
+    float16 or bfloat16 [B * next_n, C * candidate_block]), or a new float32 tensor, and returns it."""
+    if logits is None:
+        import torch
+        logits = torch.empty(candidates.shape[0], candidates.shape[1] * candidate_block, dtype=torch.float32,
+                             device=candidates.device)
+    _ext.sparse_paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, candidates, candidate_block,
+                                 logits, stream=current_stream(stream), histogram=histogram, q_scales=q_scales, pdl=pdl)
     return logits
 
 

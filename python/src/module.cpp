@@ -24,6 +24,7 @@
 #include "flash_indexer/model_presets.hpp"
 #include "flash_indexer/mqa_logits.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
 #include "flash_indexer/version.hpp"
@@ -397,6 +398,30 @@ NB_MODULE(_flash_indexer, m) {
       "query (uint8 [B, next_n, H, D / 2]) of the MXFP4 cache. `pdl`: a programmatic dependent launch (sm_90+), "
       "scheduled while the stream's previous kernel ends. `dcp=(ranks, rank, interleave)`: the cache is that rank's "
       "shard and context_lens the global lengths (PagedMqaLogitsOptions::dcp).");
+
+  m.def(
+      "sparse_paged_mqa_logits",
+      [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray candidates,
+         int candidate_block, AnyArray logits, std::uintptr_t stream, std::optional<AnyArray> histogram,
+         std::optional<AnyArray> q_scales, bool pdl) {
+        constexpr const char* op = "sparse_paged_mqa_logits";
+        fi::SparsePagedMqaLogitsOptions o;
+        o.histogram = optional_view(op, "histogram", histogram);
+        o.q_scales = optional_view(op, "q_scales", q_scales);
+        o.pdl = pdl;
+        const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
+                             wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
+                             tv = device_view(op, "block_table", block_table), cv = device_view(op, "candidates", candidates),
+                             ov = device_view(op, "logits", logits);
+        nb::gil_scoped_release release;  // the first call of a configuration may compile
+        fi::sparse_paged_mqa_logits(qv, kv, wv, lv, tv, cv, candidate_block, ov, stream_of(stream), o);
+      },
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+      nb::arg("candidates"), nb::arg("candidate_block"), nb::arg("logits"), nb::kw_only(), nb::arg("stream"),
+      nb::arg("histogram").none() = nb::none(), nb::arg("q_scales").none() = nb::none(), nb::arg("pdl") = false,
+      "Writes the logits of each row over its candidate blocks into `logits` ([B * next_n, C * candidate_block]) on "
+      "`stream`: the C++ sparse_paged_mqa_logits (docs/design/two-level.md); -inf where a candidate or position is "
+      "not one of the row's.");
 
   m.def(
       "mqa_logits",

@@ -148,6 +148,31 @@ def test_paged_mqa_logits_and_histogram_equal_the_reference(logits_dtype):
     assert np.array_equal(hist.cpu().numpy(), fi.reference.coarse_histogram(want, row_lengths, name))
 
 
+@pytest.mark.parametrize("block", [8, 16])
+def test_sparse_paged_mqa_logits_equal_the_reference_at_the_candidates(block):
+    rng = np.random.default_rng()
+    B, n, H, D = 3, 2, 64, 128
+    lengths = [700, 0, 129]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    width = 768
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, width)
+    rows, C = B * n, 50
+    row_lengths = [max(0, lengths[r // n] - n + r % n + 1) for r in range(rows)]
+    candidates = rng.integers(-2, 700 // block + 3, (rows, C)).astype(np.int32)
+    logits = fi.sparse_paged_mqa_logits(to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens),
+                                        to_cuda(table), to_cuda(candidates), block)
+    torch.cuda.synchronize()
+    assert logits.shape == (rows, C * block) and logits.dtype == torch.float32
+    got = logits.cpu().numpy().astype(np.float64)
+    for r in range(rows):
+        blocks = -(-row_lengths[r] // block)
+        for c in range(C):
+            for o in range(block):
+                pos = int(candidates[r, c]) * block + o
+                live = 0 <= candidates[r, c] < blocks and pos < row_lengths[r]
+                assert got[r, c * block + o] == (want[r, pos] if live else -np.inf), (r, c, o)
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()

@@ -1,0 +1,70 @@
+#pragma once
+// Sparse paged MQA logits: the second level of DeepSeek-V4.1's two-level indexing
+// (docs/design/two-level.md). The paged logits of paged_mqa_logits (contract §1), each query row over
+// its own candidate blocks of `candidate_block` consecutive positions only:
+//
+//   logits[r, c * bk + o] = the paged logit of position candidates[r][c] * bk + o of row r,
+//                           or -inf where candidate c is not one of the row's blocks or the position
+//                           is past the row's length
+//
+// so that the top-k of these logits (topk(), then reference::sparse_positions' mapping) is the
+// full-context top-k restricted to the candidate blocks.
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flash_indexer/paged_mqa_logits.hpp"
+
+namespace flash_indexer {
+
+struct SparsePagedMqaLogitsConfig {
+  int heads = 64;           // 32, 64
+  int head_dim = 128;       // 128
+  int candidate_block = 8;  // positions per candidate block: 8 or 16
+  bool histogram = false;
+  LogitsDType logits = LogitsDType::f32;
+  KvFormat kv = KvFormat::fp8;
+  Arch arch{9, 0, true};
+
+  // e.g. sparse_paged_mqa_logits.portable.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_90a
+  std::string key() const;
+  static SparsePagedMqaLogitsConfig parse_key(std::string_view key);
+  void check_supported() const;
+  friend bool operator==(const SparsePagedMqaLogitsConfig&, const SparsePagedMqaLogitsConfig&) = default;
+};
+
+// Every configuration the library compiles for `arch` (part of the default warm manifest).
+std::vector<SparsePagedMqaLogitsConfig> supported_sparse_paged_mqa_logits_configs(const Arch& arch);
+
+struct SparsePagedMqaLogitsOptions {
+  // Optional coarse score histogram (contract §3) of the written logits: int32 [B * next_n, 1024],
+  // contiguous; the kernel ADDS the coarse-bin counts of each row's live values as stored (not NaN, not
+  // the -inf of masked columns), so the caller zeroes it first.
+  TensorView histogram{};
+  // MXFP4 only: the query's exponents, int32 [B, next_n, H], as paged_mqa_logits takes them.
+  TensorView q_scales{};
+  // Programmatic dependent launch, as PagedMqaLogitsOptions::pdl.
+  bool pdl = false;
+};
+
+// Tensor arguments (device memory; strides in elements) as paged_mqa_logits' (q, kv_cache, weights,
+// context_lens, block_table: FP8 or MXFP4 cache, H 32 or 64, D 128), and
+//   candidates       int32 [B * next_n, C], inner stride 1, row stride >= C: blocks of the row's context
+//                    (position / candidate_block), in any order; -1, negative and past-the-row entries are
+//                    masked (never read), duplicates are computed twice
+//   candidate_block  8 or 16
+//   logits           float32 / float16 / bfloat16 [B * next_n, C * candidate_block], inner stride 1, row
+//                    stride >= C * candidate_block, 16-byte aligned
+// Lengths are not clamped: a live position whose block-table slot lies past max_blocks, or whose block id
+// lies outside [0, num_blocks), is NaN, as in paged_mqa_logits. Every output column is written.
+// Launches without allocating, copying or synchronizing (capturable once warm), like paged_mqa_logits.
+void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                             int candidate_block, const TensorView& logits, Stream stream,
+                             const SparsePagedMqaLogitsOptions& options = {});
+
+// Loads (compiling on a cache miss) the kernel of `config` in the current context; with config.arch set,
+// compiles it for that target into the disk cache only (no GPU needed).
+void warm_sparse_paged_mqa_logits(const SparsePagedMqaLogitsConfig& config);
+
+}  // namespace flash_indexer

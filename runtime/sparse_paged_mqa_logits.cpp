@@ -1,0 +1,199 @@
+// Sparse paged MQA logits (docs/design/two-level.md): configuration keys, codegen, checks and launch.
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
+
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "../kernels/sparse_paged_mqa_logits_params.cuh"
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "kernel_key.hpp"
+#include "kernel_registry.hpp"
+#include "paged_mqa_logits_call.hpp"
+#include "sparse_paged_mqa_logits_kernel.hpp"
+#include "tensor_checks.hpp"
+
+namespace flash_indexer {
+
+std::string SparsePagedMqaLogitsConfig::key() const {
+  return fmt::format("sparse_paged_mqa_logits.portable.h{}.d{}.cb{}.hist{}.out-{}.kv-{}.{}", heads, head_dim, candidate_block,
+                     histogram ? 1 : 0, logits_name(logits), kv_name(kv), arch.name());
+}
+
+SparsePagedMqaLogitsConfig SparsePagedMqaLogitsConfig::parse_key(std::string_view key) {
+  const std::vector<std::string_view> parts = split_key(key);
+  const auto kv = parts.size() == 9 && parts[7].starts_with("kv-") ? kv_from_name(parts[7].substr(3)) : std::nullopt;
+  if (parts.size() != 9 || parts[0] != "sparse_paged_mqa_logits" || parts[1] != "portable" || !kv)
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected sparse_paged_mqa_logits.portable.h<heads>.d<head_dim>."
+                                    "cb<candidate_block>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
+                                    key));
+  SparsePagedMqaLogitsConfig c;
+  c.heads = parse_int_after(parts[2], "h", key);
+  c.head_dim = parse_int_after(parts[3], "d", key);
+  c.candidate_block = parse_int_after(parts[4], "cb", key);
+  const int hist = parse_int_after(parts[5], "hist", key);
+  if (hist != 0 && hist != 1) throw ArgumentError(fmt::format("kernel key \"{}\": expected hist0 or hist1", key));
+  c.histogram = hist == 1;
+  const auto out = parts[6].starts_with("out-") ? logits_from_name(parts[6].substr(4)) : std::nullopt;
+  if (!out)
+    throw ArgumentError(fmt::format("kernel key \"{}\": expected out-f32, out-f16 or out-bf16, got \"{}\"", key, parts[6]));
+  c.logits = *out;
+  c.kv = *kv;
+  c.arch = Arch::parse(parts[8], fmt::format("kernel key \"{}\"", key));
+  c.check_supported();
+  return c;
+}
+
+void SparsePagedMqaLogitsConfig::check_supported() const {
+  auto fail = [&](std::string_view what, int got) {
+    throw ArgumentError(fmt::format("sparse_paged_mqa_logits configuration {}: expected {}, got {}", key(), what, got));
+  };
+  // The indexers that publish candidate blocks (DeepSeek-V4.1: H 32 or 64, D 128).
+  if (heads != 32 && heads != 64) fail("heads 32 or 64", heads);
+  if (head_dim != 128) fail("head_dim 128", head_dim);
+  if (candidate_block != 8 && candidate_block != 16) fail("candidate_block 8 or 16", candidate_block);
+  if (logits != LogitsDType::f32 && logits != LogitsDType::f16 && logits != LogitsDType::bf16)
+    fail("logits f32, f16 or bf16", static_cast<int>(logits));
+  if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
+  if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+}
+
+std::vector<SparsePagedMqaLogitsConfig> supported_sparse_paged_mqa_logits_configs(const Arch& arch) {
+  std::vector<SparsePagedMqaLogitsConfig> configs;
+  for (KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})
+    for (int heads : {32, 64})
+      for (int block : {8, 16})
+        for (bool histogram : {false, true})
+          for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+            configs.push_back({heads, 128, block, histogram, logits, kv, arch});
+  return configs;
+}
+
+KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig& c) {
+  c.check_supported();
+  KernelSpec spec;
+  spec.key = c.key();
+  spec.arch = c.arch;
+  spec.entry = kernel_entry_name(spec.key);
+  spec.threads = kernels::kSparsePortableThreads;
+  spec.smem_bytes = static_cast<unsigned>(kernels::sparse_portable_smem_bytes(c.heads, c.head_dim));
+  spec.source = fmt::format(
+      "// {key}\n"
+      "#include \"sparse_paged_mqa_logits_portable.cuh\"\n"
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::SparsePagedMqaLogitsParams "
+      "p) {{\n"
+      "  flash_indexer::kernels::sparse_paged_mqa_logits_portable<{h}, {d}, {cb}, {hist}, "
+      "flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
+      "}}\n",
+      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
+      fmt::arg("d", c.head_dim), fmt::arg("cb", c.candidate_block), fmt::arg("hist", c.histogram ? "true" : "false"),
+      fmt::arg("out", logits_name(c.logits)), fmt::arg("mxfp4", c.kv == KvFormat::mxfp4 ? ", true" : ""));
+  spec.config = {{"kind", "sparse_paged_mqa_logits"},
+                 {"variant", "portable"},
+                 {"heads", c.heads},
+                 {"head_dim", c.head_dim},
+                 {"candidate_block", c.candidate_block},
+                 {"histogram", c.histogram},
+                 {"logits", logits_name(c.logits)},
+                 {"kv", kv_name(c.kv)},
+                 {"arch", c.arch.name()}};
+  return spec;
+}
+
+namespace {
+
+struct ConfigHash {
+  std::size_t operator()(const SparsePagedMqaLogitsConfig& c) const {
+    return ((((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 17 + c.candidate_block) * 7 +
+             static_cast<std::size_t>(c.logits)) *
+                2 +
+            c.histogram) *
+               2 +
+           (c.kv == KvFormat::mxfp4 ? 1 : 0);
+  }
+};
+
+KernelRegistry<SparsePagedMqaLogitsConfig, ConfigHash>& registry() {
+  static auto* r = new KernelRegistry<SparsePagedMqaLogitsConfig, ConfigHash>();  // never destroyed: see its comment
+  return *r;
+}
+
+const LoadedKernel& loaded_kernel(std::string_view op, const SparsePagedMqaLogitsConfig& config, CUstream stream) {
+  return registry().get_for_current_device(op, config, stream, [](const SparsePagedMqaLogitsConfig& c) {
+    return sparse_paged_mqa_logits_kernel_spec(c);
+  });
+}
+
+}  // namespace
+
+void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                             int candidate_block, const TensorView& logits, Stream stream,
+                             const SparsePagedMqaLogitsOptions& options) {
+  constexpr std::string_view op = "sparse_paged_mqa_logits";
+  // The full-context op's checks of the shared arguments (the logits as [B * next_n, C * block]).
+  PagedMqaLogitsOptions paged;
+  paged.histogram = options.histogram;
+  paged.q_scales = options.q_scales;
+  paged.pdl = options.pdl;
+  const PagedMqaLogitsCall call = check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits, paged);
+  const std::int64_t rows = static_cast<std::int64_t>(call.batch) * call.config.next_n;
+  TensorChecks qc(op, "q", q);
+  if (call.config.heads != 32 && call.config.heads != 64)
+    qc.fail("heads = q.shape[2] in {32, 64}", std::to_string(call.config.heads));
+  if (call.config.head_dim != 128) qc.fail("head_dim 128", std::to_string(call.config.head_dim));
+  if (candidate_block != 8 && candidate_block != 16)
+    throw ArgumentError(fmt::format("{}: candidate_block: expected 8 or 16, got {}", op, candidate_block));
+  TensorChecks cc(op, "candidates", candidates);
+  cc.dtype({DType::i32}).rank({2}).dim(0, rows, "B * next_n").stride(1, 1).not_null().aligned(4);
+  const std::int64_t num_candidates = candidates.shape[1];
+  if (num_candidates < 0 || num_candidates * candidate_block > INT_MAX - 64)
+    cc.fail(fmt::format("C = candidates.shape[1] in 0..{}", (INT_MAX - 64) / candidate_block), std::to_string(num_candidates));
+  if (rows > 1 && candidates.strides[0] < num_candidates)
+    cc.fail(fmt::format("a row stride >= C = {}", num_candidates), std::to_string(candidates.strides[0]));
+  TensorChecks oc(op, "logits", logits);
+  if (logits.shape[1] != num_candidates * candidate_block)
+    oc.fail(fmt::format("logits.shape[1] = C * candidate_block = {}", num_candidates * candidate_block),
+            std::to_string(logits.shape[1]));
+  if (rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(rows));
+  if (rows == 0 || num_candidates == 0) return;  // nothing to write
+
+  SparsePagedMqaLogitsConfig config{call.config.heads, call.config.head_dim, candidate_block, call.config.histogram,
+                                    call.config.logits, call.config.kv, Arch{}};
+  const LoadedKernel& kernel = loaded_kernel(op, config, stream);
+  kernels::SparsePagedMqaLogitsParams p{};
+  const kernels::PagedMqaLogitsParams& c = call.params;
+  p.q = c.q;
+  p.q_scales = c.q_scales;
+  p.kv_cache = c.kv_cache;
+  p.weights = c.weights;
+  p.context_lens = c.context_lens;
+  p.block_table = c.block_table;
+  p.candidates = static_cast<const int*>(candidates.data);
+  p.logits = c.logits;
+  p.histogram = c.histogram;
+  p.kv_block_stride = c.kv_block_stride;
+  p.block_table_stride = c.block_table_stride;
+  p.candidates_stride = candidates.strides[0];
+  p.logits_stride = c.logits_stride;
+  p.next_n = call.config.next_n;
+  p.num_blocks = c.num_blocks;
+  p.max_blocks = c.max_blocks;
+  p.num_candidates = static_cast<int>(num_candidates);
+  p.lens_2d = c.lens_2d;
+  const unsigned tiles = static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
+  void* args[] = {&p};
+  launch_kernel(kernel, tiles, static_cast<unsigned>(rows), 1, stream, args, options.pdl);
+}
+
+void warm_sparse_paged_mqa_logits(const SparsePagedMqaLogitsConfig& config) {
+  SparsePagedMqaLogitsConfig fields = config;  // the fields first: a bad configuration is named even without a GPU
+  fields.arch = Arch{9, 0, true};
+  fields.check_supported();
+  if (config.arch != Arch{}) return compile_into_disk_cache("warm_sparse_paged_mqa_logits", sparse_paged_mqa_logits_kernel_spec(config));
+  current_or_primary_context("warm_sparse_paged_mqa_logits");
+  loaded_kernel("warm_sparse_paged_mqa_logits", config, nullptr);
+}
+
+}  // namespace flash_indexer

@@ -1,0 +1,225 @@
+// GPU tests of sparse_paged_mqa_logits (the second level of two-level indexing, docs/design/two-level.md)
+// against the CPU reference and the full-context op: every configuration, fresh random inputs, ragged
+// lengths with 0, candidate lists with every kind of entry (the last partial block, duplicates, -1,
+// negative, past the row, all invalid), table slots past the live range that would fault if read, an id
+// outside the cache (NaN), poisoned outputs.
+#include "catch_compat.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "driver.hpp"
+#include "flash_indexer/error.hpp"
+#include "flash_indexer/reference.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
+#include "logits_check.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+namespace ref = flash_indexer::reference;
+
+namespace {
+
+ck::GpuSession& session() { return test::gpu_session(); }
+
+float stored_value(const std::vector<std::uint8_t>& raw, LogitsDType t, std::int64_t index) {
+  if (t == LogitsDType::f32) {
+    float x;
+    std::memcpy(&x, raw.data() + index * 4, 4);
+    return x;
+  }
+  std::uint16_t h;
+  std::memcpy(&h, raw.data() + index * 2, 2);
+  return t == LogitsDType::f16 ? ref::f16_bits_to_float(h) : ref::bf16_bits_to_float(h);
+}
+
+bool same_bits(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+
+// Candidate lists of `rows` rows, C each: random blocks of the row (some past it), the row's last
+// (partial) block, -1, a negative id, a duplicate; the last row all invalid.
+std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens, int num_candidates, int block, std::mt19937_64& rng) {
+  const std::size_t rows = lens.size();
+  std::vector<std::int32_t> c(rows * num_candidates);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const std::int32_t blocks = static_cast<std::int32_t>((lens[r] + block - 1) / block);
+    for (int i = 0; i < num_candidates; ++i) {
+      std::int32_t v = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(blocks + 3));  // up to 2 past the row
+      switch (i % 9) {
+        case 1: v = blocks - 1; break;  // the last block (or -1 for an empty row)
+        case 4: v = -1; break;
+        case 6: v = -5; break;
+        case 7: v = i > 0 ? c[r * num_candidates + i - 1] : v; break;  // a duplicate
+        default: break;
+      }
+      c[r * num_candidates + i] = r + 1 == rows ? (i % 2 ? -1 : blocks + i) : v;
+    }
+  }
+  return c;
+}
+
+void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool lens_2d, std::vector<int> lengths, int num_candidates,
+                     bool exact, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  ck::LogitsCase c;
+  c.config = {next_n, config.heads, config.head_dim, 64, false, config.logits, {}, PagedMqaLogitsVariant::portable, config.kv};
+  c.lens_2d = lens_2d;
+  c.lengths = std::move(lengths);
+  c.exact_values = exact;
+  c.seed = rng();
+  ck::HostInputs host = ck::make_inputs(c);
+  if (host.max_blocks > 1) host.block_table[1] = host.num_blocks;  // request 0's keys 64..127: NaN where live
+  const ref::PagedMqaLogitsInputs in = host.reference_view(c);
+  const int rows = host.batch * next_n;
+  std::vector<std::int64_t> lens(rows);
+  for (int r = 0; r < rows; ++r) lens[r] = ref::row_length(in, r / next_n, r % next_n);
+  const int block = config.candidate_block;
+  const std::vector<std::int32_t> candidates = make_candidates(lens, num_candidates, block, rng);
+  const std::vector<double> expected = ref::sparse_paged_mqa_logits(in, candidates.data(), num_candidates, block);
+  INFO(ck::describe(c) << " candidate_block " << block << " C " << num_candidates);
+
+  ck::DeviceInputs d = ck::upload(host, c);
+  const ck::LogitsViews v = ck::views(d, host, c);
+  // Candidates and logits with padded rows: the padding must keep its poison.
+  const std::int64_t cstride = num_candidates + 3, columns = static_cast<std::int64_t>(num_candidates) * block,
+                     ostride = columns + 8;
+  std::vector<std::int32_t> padded(static_cast<std::size_t>(rows * cstride), -1);
+  for (int r = 0; r < rows; ++r)
+    std::copy_n(candidates.begin() + static_cast<std::ptrdiff_t>(r) * num_candidates, num_candidates, padded.begin() + r * cstride);
+  ck::DeviceBuffer dc = ck::DeviceBuffer::from(padded);
+  const std::size_t elem = config.logits == LogitsDType::f32 ? 4 : 2;
+  ck::DeviceBuffer out(static_cast<std::size_t>(rows) * ostride * elem + 16);
+  out.fill(ck::kPoison);
+  ck::DeviceBuffer hist(static_cast<std::size_t>(rows) * kCoarseBins * 4 + 16);
+  hist.fill(0);
+  const TensorView cv{dc.data(), DType::i32, 2, {rows, num_candidates}, {cstride, 1}};
+  const TensorView ov{out.data(), tensor_dtype(config.logits), 2, {rows, columns}, {ostride, 1}};
+  SparsePagedMqaLogitsOptions options;
+  options.q_scales = v.q_scales;
+  if (config.histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, block, ov, session().stream(), options);
+  session().synchronize();
+  const std::vector<std::uint8_t> got = out.to_host<std::uint8_t>(out.bytes());
+
+  // The full-context op's logits (the portable kernel: the same FP32 arithmetic in the same order).
+  PagedMqaLogitsOptions full_options;
+  full_options.q_scales = v.q_scales;
+  full_options.variant = PagedMqaLogitsVariant::portable;
+  d.logits.fill(ck::kPoison);
+  paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), full_options);
+  session().synchronize();
+  const std::vector<std::uint8_t> full = d.logits.to_host<std::uint8_t>(d.logits.bytes());
+
+  std::vector<std::int32_t> counts(static_cast<std::size_t>(rows) * kCoarseBins, 0);
+  std::int64_t live = 0, masked = 0, nan = 0;
+  for (int r = 0; r < rows; ++r) {
+    for (std::int64_t col = 0; col < ostride; ++col) {
+      if (col >= columns) {  // row padding
+        for (std::size_t b = 0; b < elem; ++b) REQUIRE(got[(r * ostride + col) * elem + b] == ck::kPoison);
+        continue;
+      }
+      const float g = stored_value(got, config.logits, r * ostride + col);
+      const double e = expected[static_cast<std::size_t>(r * columns + col)];
+      INFO("row " << r << " column " << col << " candidate " << candidates[r * num_candidates + col / block]);
+      if (e == -INFINITY) {
+        REQUIRE(g == -INFINITY);
+        ++masked;
+        continue;
+      }
+      const std::int64_t pos = static_cast<std::int64_t>(candidates[r * num_candidates + col / block]) * block + col % block;
+      const float f = stored_value(full, config.logits, r * host.logits_stride + pos);
+      REQUIRE(same_bits(g, f));  // bitwise the full-context value
+      if (exact) REQUIRE(same_bits(g, ref::round_to(config.logits, static_cast<float>(e))));
+      if (std::isnan(g)) {
+        ++nan;
+      } else {
+        ++live;
+        ++counts[static_cast<std::size_t>(r) * kCoarseBins + coarse_bin(g)];
+      }
+    }
+  }
+  CHECK(live > 0);
+  CHECK(masked > 0);
+  if (config.histogram) CHECK(hist.to_host<std::int32_t>(counts.size()) == counts);
+  (void)nan;
+}
+
+void run_configuration(const SparsePagedMqaLogitsConfig& config) {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  // 2-D lengths, ragged with 0 and one-block rows, exact values (equal to the reference bit for bit).
+  run_sparse_case(config, 2, true, {0, 1, 63, 64, 65, 300, 129, 700}, 37, true, rng());
+  // 1-D lengths (the MTP rule), random values, more candidates than one tile, a partial last tile.
+  run_sparse_case(config, 1, false, {900, 0, 2000, 64, 513}, 133, false, rng());
+  run_sparse_case(config, 3, false, {1500, 70}, 96, false, rng());
+}
+
+const bool registered = [] {
+  for (const SparsePagedMqaLogitsConfig& config : supported_sparse_paged_mqa_logits_configs(Arch{9, 0, true})) {
+    std::string name = config.key();
+    name = name.substr(0, name.rfind('.'));
+    test::register_test("gpu " + name, "[gpu][logits][sparse]", [config] { run_configuration(config); });
+  }
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("gpu: sparse logits of an empty call write nothing, and a CUDA graph replays them with new candidates",
+          "[gpu][logits][sparse]") {
+  test::require_gpu();
+  const SparsePagedMqaLogitsConfig config{64, 128, 8, false, LogitsDType::f16, KvFormat::fp8, {}};
+  std::mt19937_64 rng(test::fresh_seed());
+  ck::LogitsCase c;
+  c.config = {1, 64, 128, 64, false, LogitsDType::f16, {}, PagedMqaLogitsVariant::portable};
+  c.lens_2d = false;
+  c.lengths = {3000, 1000};
+  c.seed = rng();
+  const ck::HostInputs host = ck::make_inputs(c);
+  ck::DeviceInputs d = ck::upload(host, c);
+  const ck::LogitsViews v = ck::views(d, host, c);
+  const int C = 64;
+  std::vector<std::int32_t> cand(2 * C);
+  for (auto& x : cand) x = static_cast<std::int32_t>(rng() % 120);
+  ck::DeviceBuffer dc = ck::DeviceBuffer::from(cand);
+  ck::DeviceBuffer out(2 * C * 8 * 2);
+  out.fill(ck::kPoison);
+  const TensorView cv = TensorView::contiguous(dc.data(), DType::i32, {2, C});
+  const TensorView ov = TensorView::contiguous(out.data(), DType::f16, {2, C * 8});
+  // Zero candidates: nothing written.
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table,
+                          TensorView::contiguous(dc.data(), DType::i32, {2, 0}), 8,
+                          TensorView::contiguous(out.data(), DType::f16, {2, 0}), session().stream());
+  session().synchronize();
+  for (std::uint8_t b : out.to_host<std::uint8_t>(out.bytes())) REQUIRE(b == ck::kPoison);
+  // Captured once, replayed after the candidates changed: the replay reads the new ones.
+  warm_sparse_paged_mqa_logits(config);
+  const std::vector<std::uint8_t> before = [&] {
+    sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, 8, ov, session().stream());
+    session().synchronize();
+    return out.to_host<std::uint8_t>(out.bytes());
+  }();
+  const auto& cu = driver::api();
+  CUstream stream = session().stream();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, 8, ov, stream);
+  FI_CU(cuStreamEndCapture, "test", stream, &graph);
+  FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+  std::reverse(cand.begin(), cand.end());
+  dc.upload(cand.data(), cand.size() * 4);
+  out.fill(ck::kPoison);
+  FI_CU(cuGraphLaunch, "test", exec, stream);
+  session().synchronize();
+  const std::vector<std::uint8_t> replayed = out.to_host<std::uint8_t>(out.bytes());
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, 8, ov, session().stream());
+  session().synchronize();
+  CHECK(out.to_host<std::uint8_t>(out.bytes()) == replayed);
+  CHECK(replayed != before);
+  cu.cuGraphExecDestroy(exec);
+  cu.cuGraphDestroy(graph);
+}
