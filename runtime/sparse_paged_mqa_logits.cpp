@@ -25,9 +25,10 @@ SparsePagedMqaLogitsConfig SparsePagedMqaLogitsConfig::parse_key(std::string_vie
   const std::vector<std::string_view> parts = split_key(key);
   const auto kv = parts.size() == 9 && parts[7].starts_with("kv-") ? kv_from_name(parts[7].substr(3)) : std::nullopt;
   if (parts.size() != 9 || parts[0] != "sparse_paged_mqa_logits" || parts[1] != "portable" || !kv)
-    throw ArgumentError(fmt::format("kernel key \"{}\": expected sparse_paged_mqa_logits.portable.h<heads>.d<head_dim>."
-                                    "cb<candidate_block>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
-                                    key));
+    throw ArgumentError(
+        fmt::format("kernel key \"{}\": expected sparse_paged_mqa_logits.portable.h<heads>.d<head_dim>."
+                    "cb<candidate_block>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
+                    key));
   SparsePagedMqaLogitsConfig c;
   c.heads = parse_int_after(parts[2], "h", key);
   c.head_dim = parse_int_after(parts[3], "d", key);
@@ -81,7 +82,8 @@ KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig&
   spec.source = fmt::format(
       "// {key}\n"
       "#include \"sparse_paged_mqa_logits_portable.cuh\"\n"
-      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const flash_indexer::kernels::SparsePagedMqaLogitsParams "
+      "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const "
+      "flash_indexer::kernels::SparsePagedMqaLogitsParams "
       "p) {{\n"
       "  flash_indexer::kernels::sparse_paged_mqa_logits_portable<{h}, {d}, {cb}, {hist}, "
       "flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
@@ -120,9 +122,8 @@ KernelRegistry<SparsePagedMqaLogitsConfig, ConfigHash>& registry() {
 }
 
 const LoadedKernel& loaded_kernel(std::string_view op, const SparsePagedMqaLogitsConfig& config, CUstream stream) {
-  return registry().get_for_current_device(op, config, stream, [](const SparsePagedMqaLogitsConfig& c) {
-    return sparse_paged_mqa_logits_kernel_spec(c);
-  });
+  return registry().get_for_current_device(
+      op, config, stream, [](const SparsePagedMqaLogitsConfig& c) { return sparse_paged_mqa_logits_kernel_spec(c); });
 }
 
 }  // namespace
@@ -159,8 +160,8 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   if (rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(rows));
   if (rows == 0 || num_candidates == 0) return;  // nothing to write
 
-  SparsePagedMqaLogitsConfig config{call.config.heads, call.config.head_dim, candidate_block, call.config.histogram,
-                                    call.config.logits, call.config.kv, Arch{}};
+  SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
+                                    call.config.logits, call.config.kv,       Arch{}};
   const LoadedKernel& kernel = loaded_kernel(op, config, stream);
   kernels::SparsePagedMqaLogitsParams p{};
   const kernels::PagedMqaLogitsParams& c = call.params;
@@ -182,7 +183,8 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   p.max_blocks = c.max_blocks;
   p.num_candidates = static_cast<int>(num_candidates);
   p.lens_2d = c.lens_2d;
-  const unsigned tiles = static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
+  const unsigned tiles =
+      static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
   void* args[] = {&p};
   launch_kernel(kernel, tiles, static_cast<unsigned>(rows), 1, stream, args, options.pdl);
 }
@@ -191,7 +193,8 @@ void warm_sparse_paged_mqa_logits(const SparsePagedMqaLogitsConfig& config) {
   SparsePagedMqaLogitsConfig fields = config;  // the fields first: a bad configuration is named even without a GPU
   fields.arch = Arch{9, 0, true};
   fields.check_supported();
-  if (config.arch != Arch{}) return compile_into_disk_cache("warm_sparse_paged_mqa_logits", sparse_paged_mqa_logits_kernel_spec(config));
+  if (config.arch != Arch{})
+    return compile_into_disk_cache("warm_sparse_paged_mqa_logits", sparse_paged_mqa_logits_kernel_spec(config));
   current_or_primary_context("warm_sparse_paged_mqa_logits");
   loaded_kernel("warm_sparse_paged_mqa_logits", config, nullptr);
 }

@@ -37,11 +37,14 @@ float stored_value(const std::vector<std::uint8_t>& raw, LogitsDType t, std::int
   return t == LogitsDType::f16 ? ref::f16_bits_to_float(h) : ref::bf16_bits_to_float(h);
 }
 
-bool same_bits(float a, float b) { return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b); }
+bool same_bits(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
 
 // Candidate lists of `rows` rows, C each: random blocks of the row (some past it), the row's last
 // (partial) block, -1, a negative id, a duplicate; the last row all invalid.
-std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens, int num_candidates, int block, std::mt19937_64& rng) {
+std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens, int num_candidates, int block,
+                                          std::mt19937_64& rng) {
   const std::size_t rows = lens.size();
   std::vector<std::int32_t> c(rows * num_candidates);
   for (std::size_t r = 0; r < rows; ++r) {
@@ -61,8 +64,8 @@ std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens,
   return c;
 }
 
-void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool lens_2d, std::vector<int> lengths, int num_candidates,
-                     bool exact, std::uint64_t seed) {
+void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool lens_2d, std::vector<int> lengths,
+                     int num_candidates, bool exact, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   ck::LogitsCase c;
   c.config = {next_n, config.heads, config.head_dim, 64, false, config.logits, {}, PagedMqaLogitsVariant::portable, config.kv};
@@ -88,7 +91,8 @@ void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool 
                      ostride = columns + 8;
   std::vector<std::int32_t> padded(static_cast<std::size_t>(rows * cstride), -1);
   for (int r = 0; r < rows; ++r)
-    std::copy_n(candidates.begin() + static_cast<std::ptrdiff_t>(r) * num_candidates, num_candidates, padded.begin() + r * cstride);
+    std::copy_n(candidates.begin() + static_cast<std::ptrdiff_t>(r) * num_candidates, num_candidates,
+                padded.begin() + r * cstride);
   ck::DeviceBuffer dc = ck::DeviceBuffer::from(padded);
   const std::size_t elem = config.logits == LogitsDType::f32 ? 4 : 2;
   ck::DeviceBuffer out(static_cast<std::size_t>(rows) * ostride * elem + 16);
