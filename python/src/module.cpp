@@ -12,6 +12,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -235,6 +236,71 @@ void bind_reference(nb::module_& m) {
       "[B, next_n, H, D], kv_cache uint8 [num_blocks, 64, 1, D + 4] (contiguous), weights float32 [B * next_n, H], "
       "context_lens int32 [B] or [B, next_n], block_table int32 [B, max_blocks]. Columns past a row's length "
       "are -inf; keys without a valid block NaN.");
+  r.def(
+      "top_blocks",
+      [](HostArray<float> logits, std::vector<std::int64_t> lengths, int block, int k_blocks, bool keep_newest) {
+        constexpr const char* op = "reference.top_blocks";
+        if (logits.ndim() != 2) throw fi::ArgumentError(fmt::format("{}: logits: expected float32 [rows, width]", op));
+        if (lengths.size() != logits.shape(0))
+          throw fi::ArgumentError(
+              fmt::format("{}: lengths: expected {} entries (rows), got {}", op, logits.shape(0), lengths.size()));
+        if (block < 1) throw fi::ArgumentError(fmt::format("{}: block: expected >= 1, got {}", op, block));
+        if (k_blocks < 1) throw fi::ArgumentError(fmt::format("{}: k_blocks: expected >= 1, got {}", op, k_blocks));
+        const std::int64_t width = static_cast<std::int64_t>(logits.shape(1));
+        std::vector<float> host(logits.data(), logits.data() + logits.size());
+        std::vector<std::int32_t> out = fi::reference::top_blocks(host, width, width, lengths, block, k_blocks, keep_newest);
+        return to_numpy(std::move(out), {lengths.size(), static_cast<std::size_t>(k_blocks)});
+      },
+      nb::arg("logits"), nb::arg("lengths"), nb::arg("block"), nb::arg("k_blocks"), nb::kw_only(), nb::arg("keep_newest") = false,
+      "The first level of two-level indexing (docs/design/two-level.md): each row's `k_blocks` best blocks of "
+      "`block` positions by their largest live score (NaN ignored; with keep_newest the row's last block always), "
+      "as int32 [rows, k_blocks] block ids in ascending order, -1 padding.");
+  r.def(
+      "sparse_paged_mqa_logits",
+      [](HostArray<std::uint8_t> q, HostArray<std::uint8_t> kv_cache, HostArray<float> weights,
+         HostArray<std::int32_t> context_lens, HostArray<std::int32_t> block_table, HostArray<std::int32_t> candidates,
+         int block) {
+        constexpr const char* op = "reference.sparse_paged_mqa_logits";
+        if (q.ndim() != 4) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [B, next_n, H, D]", op));
+        if (kv_cache.ndim() != 4 || kv_cache.shape(1) != 64 || kv_cache.shape(3) != q.shape(3) + 4)
+          throw fi::ArgumentError(fmt::format("{}: kv_cache: expected uint8 [num_blocks, 64, 1, D + 4]", op));
+        if (block_table.ndim() != 2 || block_table.shape(0) != q.shape(0))
+          throw fi::ArgumentError(fmt::format("{}: block_table: expected int32 [B, max_blocks]", op));
+        if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) * q.shape(1) || weights.shape(1) != q.shape(2))
+          throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [B * next_n, H]", op));
+        if (context_lens.ndim() < 1 || context_lens.ndim() > 2 || context_lens.shape(0) != q.shape(0) ||
+            (context_lens.ndim() == 2 && context_lens.shape(1) != q.shape(1)))
+          throw fi::ArgumentError(fmt::format("{}: context_lens: expected int32 [B] or [B, next_n]", op));
+        if (candidates.ndim() != 2 || candidates.shape(0) != q.shape(0) * q.shape(1))
+          throw fi::ArgumentError(fmt::format("{}: candidates: expected int32 [B * next_n, C]", op));
+        if (block < 1) throw fi::ArgumentError(fmt::format("{}: block: expected >= 1, got {}", op, block));
+        fi::reference::PagedMqaLogitsInputs in;
+        in.batch = static_cast<int>(q.shape(0));
+        in.next_n = static_cast<int>(q.shape(1));
+        in.heads = static_cast<int>(q.shape(2));
+        in.head_dim = static_cast<int>(q.shape(3));
+        in.block_size = 64;
+        in.num_blocks = static_cast<int>(kv_cache.shape(0));
+        in.kv_block_stride = static_cast<std::int64_t>(64 * kv_cache.shape(3));
+        in.q = q.data();
+        in.kv_cache = kv_cache.data();
+        in.weights = weights.data();
+        in.context_lens = context_lens.data();
+        in.lens_2d = context_lens.ndim() == 2;
+        in.block_table = block_table.data();
+        in.block_table_stride = static_cast<std::int64_t>(block_table.shape(1));
+        in.max_blocks = static_cast<int>(block_table.shape(1));
+        in.width = std::numeric_limits<std::int32_t>::max();  // the sparse op clamps no length
+        const int num_candidates = static_cast<int>(candidates.shape(1));
+        std::vector<double> out = fi::reference::sparse_paged_mqa_logits(in, candidates.data(), num_candidates, block);
+        return to_numpy(std::move(out), {static_cast<std::size_t>(in.batch) * in.next_n,
+                                         static_cast<std::size_t>(num_candidates) * static_cast<std::size_t>(block)});
+      },
+      nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
+      nb::arg("candidates"), nb::arg("block"),
+      "The second level of two-level indexing in double precision (docs/design/two-level.md): the paged logits "
+      "(arguments as reference.paged_mqa_logits, FP8) of each row over its candidate blocks (int32 [B * next_n, C]) "
+      "of `block` positions, [B * next_n, C * block]; -inf where a candidate or position is not the row's.");
   r.def(
       "mqa_logits",
       [](HostArray<std::uint8_t> q, HostArray<std::uint8_t> kv, HostArray<float> kv_scales, HostArray<float> weights,

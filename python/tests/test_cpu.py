@@ -259,6 +259,45 @@ def test_reference_paged_mqa_logits_matches_numpy():
                 assert_sum_close(got[r, s], scales[blk, s % 64], terms, (r, s))
 
 
+def test_reference_two_level_indexing():
+    rng = np.random.default_rng()
+    B, n, H, D, blocks = 2, 2, 16, 64, 6
+    table8 = e4m3_values()
+    finite = np.array([b for b in range(256) if not np.isnan(table8[b])], np.uint8)
+    q = rng.choice(finite, (B, n, H, D)).astype(np.uint8)
+    kv = np.zeros((blocks, 64, 1, D + 4), np.uint8)
+    flat = kv.reshape(blocks, -1)
+    flat[:, : 64 * D] = rng.choice(finite, (blocks, 64 * D))
+    flat[:, 64 * D:] = rng.uniform(0.01, 0.1, (blocks, 64)).astype(np.float32).view(np.uint8).reshape(blocks, -1)
+    weights = rng.standard_normal((B * n, H)).astype(np.float32)
+    lens = np.array([130, 64], np.int32)
+    table = np.array([[4, 1, 5], [0, 2, 3]], np.int32)
+    full = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, 192)
+    rows = B * n
+    row_lengths = [lens[r // n] - n + r % n + 1 for r in range(rows)]
+    for block in (8, 16):
+        # Second level: every kind of candidate (in range, the last partial block, -1, past the row, a duplicate).
+        candidates = np.array([[0, (row_lengths[r] - 1) // block, -1, 99, 3, 3] for r in range(rows)], np.int32)
+        sparse = fi.reference.sparse_paged_mqa_logits(q, kv, weights, lens, table, candidates, block)
+        assert sparse.shape == (rows, 6 * block)
+        for r in range(rows):
+            for c in range(6):
+                for o in range(block):
+                    pos = candidates[r, c] * block + o
+                    live = 0 <= candidates[r, c] < -(-row_lengths[r] // block) and pos < row_lengths[r]
+                    assert sparse[r, c * block + o] == (full[r, pos] if live else -np.inf)
+        # First level: the best blocks of each row by their largest score, ascending; -1 pads.
+        best = fi.reference.top_blocks(full.astype(np.float32), row_lengths, block, 3)
+        for r in range(rows):
+            nblocks = -(-row_lengths[r] // block)
+            maxima = [full[r, i * block: min((i + 1) * block, row_lengths[r])].astype(np.float32).max() for i in range(nblocks)]
+            order = sorted(range(nblocks), key=lambda i: (-maxima[i], i))[:3]
+            assert list(best[r]) == sorted(order) + [-1] * (3 - len(order))
+        newest = fi.reference.top_blocks(full.astype(np.float32), row_lengths, block, 2, keep_newest=True)
+        for r in range(rows):
+            assert (-(-row_lengths[r] // block) - 1) in newest[r]
+
+
 def test_reference_mqa_logits_matches_numpy():
     rng = np.random.default_rng()
     T, H, D, N = 5, 8, 64, 90
