@@ -31,9 +31,10 @@ struct PagedMqaLogitsParams {
   int dcp_ranks;
   int dcp_rank;
   int dcp_interleave;
-  // 1, or the call's next_n where the sm90 next_n = 1 kernel runs the call's B * next_n query rows as
-  // rows of their own (runtime/sm90_split.hpp, sm90_flattened): row r then belongs to request
-  // r / rows_per_request (its block table row, its 1-D length) as query row r % rows_per_request. q,
+  // 1, or the kernel rows per request where an sm90 kernel of next_n <= kSm90MaxGroupRows runs groups of
+  // a request's query rows as rows of its own (runtime/sm90_split.hpp, sm90_flattened; next_n 6 at H 64
+  // as groups of 2, kernels::sm90_group_rows): kernel row r then belongs to request r / rows_per_request
+  // (its block table row, its 1-D length), as that request's rows (r % rows_per_request) * next_n + j. q,
   // weights, 2-D lengths, logits and histogram are laid out by row either way.
   int rows_per_request;
 };

@@ -6,11 +6,12 @@
 namespace flash_indexer {
 namespace kernels {
 
-// Query rows per request of a kernel of kNextN rows: rows_per_request where it may be flattened (kNextN
-// = 1), else 1 at compile time, so that the next_n > 1 kernels carry no code for it.
+// Kernel rows per request of a kernel of kNextN rows: rows_per_request where its rows may be groups of a
+// request's rows (kNextN <= kSm90MaxGroupRows: flattened next_n = 1 rows, or next_n 6 as groups of 2),
+// else 1 at compile time, so that the wider kernels carry no code for it.
 template <int kNextN>
 __device__ __forceinline__ int rows_per_request(const PagedMqaLogitsParams& p) {
-  return kNextN == 1 ? p.rows_per_request : 1;
+  return kNextN <= kSm90MaxGroupRows ? p.rows_per_request : 1;
 }
 
 // The block table row of kernel row b (a request, or a flattened query row).

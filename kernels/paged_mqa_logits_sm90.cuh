@@ -157,18 +157,18 @@ __device__ void paged_mqa_logits_sm90(const PagedMqaLogitsSm90Params& params, co
   static_assert(kN <= kSm90Threads, "one weight per thread");
   int ids[kIdsPerLane];
   float weight = 0.0f;
-  // This CTA's block table row. Computed once where the rows may be flattened (next_n = 1: a division);
-  // elsewhere it is the request b, in the expression the next_n > 1 kernels were tuned with.
-  const long long table_row_start = kNextN == 1 ? table_row<kNextN>(p, b) * p.block_table_stride : 0;
+  // This CTA's block table row. Computed once where the rows may be groups of a request's (a division);
+  // elsewhere it is the request b, in the expression the wider kernels were tuned with.
+  constexpr bool kGroups = kNextN <= kSm90MaxGroupRows;
+  const long long table_row_start = kGroups ? table_row<kNextN>(p, b) * p.block_table_stride : 0;
   auto load_ids_and_weight = [&](int blocks) {
     if (producer_warp) {
 #pragma unroll
       for (int h = 0; h < kIdsPerLane; ++h) {
         const int i = tid % 32 + 32 * h;
-        ids[h] =
-            i < blocks && first + i < p.max_blocks
-                ? p.block_table[(kNextN == 1 ? table_row_start : static_cast<long long>(b) * p.block_table_stride) + first + i]
-                : -1;
+        ids[h] = i < blocks && first + i < p.max_blocks
+                     ? p.block_table[(kGroups ? table_row_start : static_cast<long long>(b) * p.block_table_stride) + first + i]
+                     : -1;
       }
     }
     if (tid < kN) weight = p.weights[static_cast<long long>(b) * kN + tid];

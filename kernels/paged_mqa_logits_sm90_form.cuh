@@ -14,10 +14,16 @@ namespace kernels {
 constexpr int kSm90MaxNextN = 6;
 
 // Whether a configuration has a kernel of its own: all next_n rows of a block in one wgmma tile, N =
-// next_n * heads <= 256. Past that (next_n 5-6 at H 64) every call runs as B * next_n rows of the
-// next_n = 1 kernel (runtime/sm90_split.hpp, sm90_flattened), which reads each block once per row
-// through L2, as DeepGEMM runs next_n 3-4.
+// next_n * heads <= 256. Past that (next_n 5-6 at H 64) every call runs as groups of rows of a smaller
+// kernel (sm90_group_rows), which read each block once per group through L2.
 constexpr bool sm90_n_wide(int next_n, int heads) { return next_n >= 1 && next_n <= kSm90MaxNextN && next_n * heads <= 256; }
+
+// Such a configuration runs its rows in groups of this many, each group a row of the kernel of that
+// next_n: next_n 6 as three groups of 2 (the N 128 kernel, each block read three times through L2 instead
+// of six), next_n 5 as five rows of the next_n = 1 kernel. Kernels of up to kSm90MaxGroupRows rows take
+// such groups (PagedMqaLogitsParams::rows_per_request).
+constexpr int sm90_group_rows(int next_n) { return next_n % 2 == 0 ? 2 : 1; }
+constexpr int kSm90MaxGroupRows = 2;
 
 struct Sm90PagedForm {
   // Query rows one consumer computes of each block it takes, and its wgmma N (rows * heads). Every

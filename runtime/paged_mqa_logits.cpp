@@ -44,7 +44,7 @@ bool mxfp4_supported(int next_n, int heads, int head_dim, bool sm90) {
 }
 
 // Where the sm90 kernel runs: next_n <= 6, both caches. Past N = next_n * heads = 256 (next_n 5-6 at
-// H 64) as rows of the next_n = 1 kernel (kernels::sm90_n_wide).
+// H 64) as groups of rows of a smaller kernel (kernels::sm90_n_wide, sm90_group_rows).
 bool sm90_builds(const PagedMqaLogitsConfig& c) {
   return sm90_arch(c.arch) && c.next_n <= kernels::kSm90MaxNextN &&
          (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim, true));
@@ -125,7 +125,7 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
         for (bool histogram : {false, true})
           for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
             configs.push_back({next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::portable});
-            // A configuration past one wgmma tile runs the next_n = 1 kernel, listed once as itself.
+            // A configuration past one wgmma tile runs a smaller kernel's rows, listed once as itself.
             const PagedMqaLogitsConfig sm90{next_n, heads, head_dim, 64, histogram, logits, arch, PagedMqaLogitsVariant::sm90};
             const bool own_sm90 = kernels::sm90_n_wide(next_n, heads);
             if (own_sm90 && sm90_builds(sm90)) configs.push_back(sm90);
@@ -142,8 +142,9 @@ std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch&
 KernelSpec paged_mqa_logits_kernel_spec(const PagedMqaLogitsConfig& config) {
   PagedMqaLogitsConfig c = config.resolved();
   c.check_supported();
-  // Past one wgmma tile the call runs as rows of the next_n = 1 kernel (prepare_paged_mqa_logits).
-  if (c.variant == PagedMqaLogitsVariant::sm90 && !kernels::sm90_n_wide(c.next_n, c.heads)) c.next_n = 1;
+  // Past one wgmma tile the call runs as groups of rows of a smaller kernel (prepare_paged_mqa_logits).
+  if (c.variant == PagedMqaLogitsVariant::sm90 && !kernels::sm90_n_wide(c.next_n, c.heads))
+    c.next_n = kernels::sm90_group_rows(c.next_n);
   const bool sm90 = c.variant == PagedMqaLogitsVariant::sm90;
   KernelSpec spec;
   spec.key = c.key();

@@ -208,17 +208,20 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
     return launch;
   }
   // Small draft-token calls as B * next_n rows of the next_n = 1 kernel (runtime/sm90_split.hpp; shapes
-  // only, so a captured launch stays valid). The rows' lengths, tables and outputs are the call's.
-  // Past one wgmma tile (kernels::sm90_n_wide) always: the loaded kernel is the next_n = 1 one.
+  // only, so a captured launch stays valid), and past one wgmma tile (kernels::sm90_n_wide) always, as
+  // groups of rows of a smaller kernel (kernels::sm90_group_rows: the loaded kernel is that one). The
+  // rows' lengths, tables and outputs are the call's.
   const bool rows_only = !kernels::sm90_n_wide(call.config.next_n, call.config.heads);
   if (rows_only || (allow_flattened && sm90_flattened(call.config.next_n, call.config.heads, call.config.kv == KvFormat::mxfp4,
                                                       call.batch, call.width_blocks))) {
+    const int group = rows_only ? kernels::sm90_group_rows(call.config.next_n) : 1;
+    const int groups = call.config.next_n / group;
     PagedMqaLogitsCall rows = call;
-    rows.config.next_n = 1;
-    rows.batch = call.batch * static_cast<unsigned>(call.config.next_n);
+    rows.config.next_n = group;
+    rows.batch = call.batch * static_cast<unsigned>(groups);
     rows.params.batch = static_cast<int>(rows.batch);
-    rows.params.rows_per_request = call.config.next_n;
-    return prepare_paged_mqa_logits(op, rows, stream);
+    rows.params.rows_per_request = call.params.rows_per_request * groups;
+    return prepare_paged_mqa_logits(op, rows, stream, allow_flattened, allow_ranges);
   }
   // Splits of a request: runtime/sm90_split.hpp (shapes only, so a captured launch stays valid).
   PagedMqaLogitsConfig resolved = call.config;

@@ -35,14 +35,15 @@ TEST_CASE("paged_mqa_logits keys are canonical and round-trip", "[keys]") {
   CHECK(a.resolved().key() == "paged_mqa_logits.sm90.n2.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
   a.next_n = 7;
   CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);
-  // next_n 5-6: a kernel of their own up to N = next_n * heads = 256, else the next_n = 1 kernel's rows.
+  // next_n 5-6: a kernel of their own up to N = next_n * heads = 256, else groups of rows of a smaller
+  // kernel (next_n 5: the next_n = 1 kernel, next_n 6: the next_n = 2 one).
   a.next_n = 5;
   CHECK(a.resolved().key() == "paged_mqa_logits.sm90.n5.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
   CHECK(kernel_spec_for_key(a.resolved().key()).key == "paged_mqa_logits.sm90.n1.h64.d128.bs64.hist0.out-f16.kv-fp8.sm_90a");
   CHECK(kernel_spec_for_key("paged_mqa_logits.sm90.n6.h32.d64.bs64.hist1.out-f32.kv-fp8.sm_90a").key ==
         "paged_mqa_logits.sm90.n6.h32.d64.bs64.hist1.out-f32.kv-fp8.sm_90a");
   CHECK(kernel_spec_for_key("paged_mqa_logits.sm90.n6.h64.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a").key ==
-        "paged_mqa_logits.sm90.n1.h64.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a");
+        "paged_mqa_logits.sm90.n2.h64.d128.bs64.hist1.out-bf16.kv-mxfp4.sm_90a");
   a.next_n = 2;
   a.arch = Arch{8, 9, false};
   CHECK(a.resolved().variant == PagedMqaLogitsVariant::portable);

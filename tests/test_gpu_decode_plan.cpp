@@ -61,7 +61,7 @@ TEST_CASE("gpu: DecodePlan equals the reference top-k of the reference logits", 
       {3, 3, 32, 128, 2048, LogitsDType::f16, 30000, true, true, true, KvFormat::mxfp4},
       {2, 1, 64, 128, 512, LogitsDType::f32, 9000, false, false, false, KvFormat::mxfp4},
       {3, 2, 64, 128, 4096, LogitsDType::f16, 30000, true, false, false},
-      // Speculative decoding with 4-5 draft tokens: the next_n = 1 kernel's rows at H 64, N 160 at H 32.
+      // Speculative decoding with 4-5 draft tokens: groups of 2 rows at H 64, N 160 at H 32.
       {3, 6, 64, 128, 512, LogitsDType::f32, 9000, true, true, false, KvFormat::mxfp4},
       {2, 5, 32, 128, 1024, LogitsDType::bf16, 12000, false, false, true},
   };
