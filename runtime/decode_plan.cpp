@@ -54,10 +54,9 @@ void check_config(const DecodePlanConfig& c) {
         "DecodePlan: config.step: one_pass applies to next_n 1..4, heads 32 or 64, head_dim 128, max_context <= 262144 and "
         "no DCP");
   PagedMqaLogitsConfig logits{c.next_n, c.heads, c.head_dim, 64, c.histogram, c.logits, Arch{9, 0, true}};
-  logits.variant = PagedMqaLogitsVariant::portable;
-  logits.kv = c.kv;
+  logits.kv = c.kv;  // the variant automatic: MXFP4 next_n 5-6 run on the sm90 kernel only
   try {
-    logits.check_supported();
+    check_paged_mqa_logits_fields(logits);
   } catch (const Error& e) {
     throw ArgumentError(fmt::format("DecodePlan: {}", e.what()));
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <exception>
 
 #include "../kernels/paged_mqa_logits_params.cuh"
 #include "flash_indexer/error.hpp"
@@ -115,6 +116,26 @@ void PagedMqaLogitsConfig::check_supported() const {
                     "sm_90a), heads 32 or 64 and head_dim 128",
                     key()));
   if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
+}
+
+void check_paged_mqa_logits_fields(const PagedMqaLogitsConfig& config) {
+  PagedMqaLogitsConfig c = config;
+  c.arch = Arch{9, 0, true};
+  c.variant = PagedMqaLogitsVariant::portable;
+  std::exception_ptr portable;
+  try {
+    return c.check_supported();
+  } catch (const ArgumentError&) {
+    portable = std::current_exception();
+  }
+  if (config.variant != PagedMqaLogitsVariant::portable) {
+    c.variant = PagedMqaLogitsVariant::sm90;
+    try {
+      return c.check_supported();
+    } catch (const ArgumentError&) {
+    }
+  }
+  std::rethrow_exception(portable);
 }
 
 std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch) {

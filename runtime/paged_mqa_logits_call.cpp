@@ -278,10 +278,7 @@ void paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const Ten
 
 void warm_paged_mqa_logits(const PagedMqaLogitsConfig& config) {
   // The fields first (a bad configuration is named even without a GPU), then the device's kernel.
-  PagedMqaLogitsConfig fields = config;
-  fields.arch = Arch{9, 0, true};
-  fields.variant = PagedMqaLogitsVariant::portable;
-  fields.check_supported();
+  check_paged_mqa_logits_fields(config);
   if (config.variant != PagedMqaLogitsVariant::automatic && config.variant != PagedMqaLogitsVariant::portable &&
       config.variant != PagedMqaLogitsVariant::sm90)
     throw ArgumentError(fmt::format("warm_paged_mqa_logits: config.variant: expected automatic, portable or sm90, got {}",

@@ -451,6 +451,14 @@ TEST_CASE("warm functions and DecodePlan name a bad configuration before they ne
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 96, 2048, LogitsDType::f16, 1000}), Contains("head_dim in {64, 128}"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 16, 128, 2048, LogitsDType::f16, 1000, true, false, false, KvFormat::mxfp4}),
                     Contains("DecodePlan: paged_mqa_logits configuration") && Contains("the MXFP4 cache is built for"));
+  // MXFP4 next_n 5-6 exist on the sm90 kernel only: accepted before the device is known, 7 never.
+  CHECK_NOTHROW(DecodePlan::required_bytes({3, 6, 64, 128, 512, LogitsDType::f32, 9000, true, true, false, KvFormat::mxfp4}));
+  CHECK_THROWS_WITH(DecodePlan({1, 7, 64, 128, 2048, LogitsDType::f16, 1000, true, false, false, KvFormat::mxfp4}),
+                    Contains("the MXFP4 cache is built for next_n 1..4 (1..6 on the sm90 kernel"));
+  PagedMqaLogitsConfig m{6, 64, 128, 64, false, LogitsDType::f32, Arch{}, PagedMqaLogitsVariant::automatic, KvFormat::mxfp4};
+  if (!driver::available()) CHECK_THROWS_WITH(warm_paged_mqa_logits(m), Contains("libcuda.so.1"));  // past the checks
+  m.variant = PagedMqaLogitsVariant::portable;
+  CHECK_THROWS_WITH(warm_paged_mqa_logits(m), Contains("the MXFP4 cache is built for next_n 1..4"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, LogitsDType::f16, 1000, true, false, false, static_cast<KvFormat>(3)}),
                     Contains("config.kv: expected fp8 or mxfp4, got 3"));
   CHECK_THROWS_WITH(DecodePlan({1, 1, 64, 128, 2048, static_cast<LogitsDType>(7), 1000}),
