@@ -104,8 +104,8 @@ PagedMqaLogitsCall check_paged_mqa_logits(std::string_view op, const TensorView&
   }
   const std::int64_t next_n = l.config.next_n, heads = l.config.heads, head_dim = l.config.head_dim;
   const std::int64_t rows = batch * next_n;
-  // Where the sm90 kernel runs the call as B * next_n rows (kernels::sm90_n_wide) they are its grid's
-  // rows: at most 65535, on every device, so that a call valid on one GPU is valid on all.
+  // Where the sm90 kernel runs the call as groups of rows (kernels::sm90_n_wide) its grid has up to
+  // B * next_n rows: at most 65535, on every device, so that a call valid on one GPU is valid on all.
   if (next_n <= kernels::kSm90MaxNextN && !kernels::sm90_n_wide(static_cast<int>(next_n), static_cast<int>(heads)) &&
       rows > 65535)
     qc.fail(fmt::format("B * next_n <= 65535 at next_n {} and {} heads (B <= {})", next_n, heads, 65535 / next_n),
