@@ -154,6 +154,40 @@ fi::DcpLayout dcp_layout_of(const std::optional<std::tuple<int, int, int>>& dcp)
 template <class T>
 using HostArray = nb::ndarray<const T, nb::device::cpu, nb::c_contig>;
 
+// The reference's view of FP8 paged inputs on numpy arrays, each checked and named after `op`.
+fi::reference::PagedMqaLogitsInputs fp8_reference_inputs(const char* op, const HostArray<std::uint8_t>& q,
+                                                         const HostArray<std::uint8_t>& kv_cache, const HostArray<float>& weights,
+                                                         const HostArray<std::int32_t>& context_lens,
+                                                         const HostArray<std::int32_t>& block_table) {
+  if (q.ndim() != 4) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [B, next_n, H, D]", op));
+  if (kv_cache.ndim() != 4 || kv_cache.shape(1) != 64 || kv_cache.shape(3) != q.shape(3) + 4)
+    throw fi::ArgumentError(fmt::format("{}: kv_cache: expected uint8 [num_blocks, 64, 1, D + 4]", op));
+  if (block_table.ndim() != 2 || block_table.shape(0) != q.shape(0))
+    throw fi::ArgumentError(fmt::format("{}: block_table: expected int32 [B, max_blocks]", op));
+  if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) * q.shape(1) || weights.shape(1) != q.shape(2))
+    throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [B * next_n, H]", op));
+  if (context_lens.ndim() < 1 || context_lens.ndim() > 2 || context_lens.shape(0) != q.shape(0) ||
+      (context_lens.ndim() == 2 && context_lens.shape(1) != q.shape(1)))
+    throw fi::ArgumentError(fmt::format("{}: context_lens: expected int32 [B] or [B, next_n]", op));
+  fi::reference::PagedMqaLogitsInputs in;
+  in.batch = static_cast<int>(q.shape(0));
+  in.next_n = static_cast<int>(q.shape(1));
+  in.heads = static_cast<int>(q.shape(2));
+  in.head_dim = static_cast<int>(q.shape(3));
+  in.block_size = 64;
+  in.num_blocks = static_cast<int>(kv_cache.shape(0));
+  in.kv_block_stride = static_cast<std::int64_t>(64 * kv_cache.shape(3));
+  in.q = q.data();
+  in.kv_cache = kv_cache.data();
+  in.weights = weights.data();
+  in.context_lens = context_lens.data();
+  in.lens_2d = context_lens.ndim() == 2;
+  in.block_table = block_table.data();
+  in.block_table_stride = static_cast<std::int64_t>(block_table.shape(1));
+  in.max_blocks = static_cast<int>(block_table.shape(1));
+  return in;
+}
+
 void bind_reference(nb::module_& m) {
   nb::module_ r = m.def_submodule("reference",
                                   "The CPU reference of flash_indexer (docs/design/contract.md), on numpy arrays: the exact "
@@ -200,33 +234,8 @@ void bind_reference(nb::module_& m) {
       [](HostArray<std::uint8_t> q, HostArray<std::uint8_t> kv_cache, HostArray<float> weights,
          HostArray<std::int32_t> context_lens, HostArray<std::int32_t> block_table, std::int64_t width) {
         constexpr const char* op = "reference.paged_mqa_logits";
-        if (q.ndim() != 4) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [B, next_n, H, D]", op));
-        if (kv_cache.ndim() != 4 || kv_cache.shape(1) != 64 || kv_cache.shape(3) != q.shape(3) + 4)
-          throw fi::ArgumentError(fmt::format("{}: kv_cache: expected uint8 [num_blocks, 64, 1, D + 4]", op));
-        if (block_table.ndim() != 2 || block_table.shape(0) != q.shape(0))
-          throw fi::ArgumentError(fmt::format("{}: block_table: expected int32 [B, max_blocks]", op));
-        if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) * q.shape(1) || weights.shape(1) != q.shape(2))
-          throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [B * next_n, H]", op));
-        if (context_lens.ndim() < 1 || context_lens.ndim() > 2 || context_lens.shape(0) != q.shape(0) ||
-            (context_lens.ndim() == 2 && context_lens.shape(1) != q.shape(1)))
-          throw fi::ArgumentError(fmt::format("{}: context_lens: expected int32 [B] or [B, next_n]", op));
+        fi::reference::PagedMqaLogitsInputs in = fp8_reference_inputs(op, q, kv_cache, weights, context_lens, block_table);
         if (width < 0) throw fi::ArgumentError(fmt::format("{}: width: expected >= 0, got {}", op, width));
-        fi::reference::PagedMqaLogitsInputs in;
-        in.batch = static_cast<int>(q.shape(0));
-        in.next_n = static_cast<int>(q.shape(1));
-        in.heads = static_cast<int>(q.shape(2));
-        in.head_dim = static_cast<int>(q.shape(3));
-        in.block_size = 64;
-        in.num_blocks = static_cast<int>(kv_cache.shape(0));
-        in.kv_block_stride = static_cast<std::int64_t>(64 * kv_cache.shape(3));
-        in.q = q.data();
-        in.kv_cache = kv_cache.data();
-        in.weights = weights.data();
-        in.context_lens = context_lens.data();
-        in.lens_2d = context_lens.ndim() == 2;
-        in.block_table = block_table.data();
-        in.block_table_stride = static_cast<std::int64_t>(block_table.shape(1));
-        in.max_blocks = static_cast<int>(block_table.shape(1));
         in.width = width;
         std::vector<double> out = fi::reference::paged_mqa_logits(in);
         return to_numpy(std::move(out), {static_cast<std::size_t>(in.batch) * in.next_n, static_cast<std::size_t>(width)});
@@ -261,35 +270,10 @@ void bind_reference(nb::module_& m) {
          HostArray<std::int32_t> context_lens, HostArray<std::int32_t> block_table, HostArray<std::int32_t> candidates,
          int block) {
         constexpr const char* op = "reference.sparse_paged_mqa_logits";
-        if (q.ndim() != 4) throw fi::ArgumentError(fmt::format("{}: q: expected uint8 [B, next_n, H, D]", op));
-        if (kv_cache.ndim() != 4 || kv_cache.shape(1) != 64 || kv_cache.shape(3) != q.shape(3) + 4)
-          throw fi::ArgumentError(fmt::format("{}: kv_cache: expected uint8 [num_blocks, 64, 1, D + 4]", op));
-        if (block_table.ndim() != 2 || block_table.shape(0) != q.shape(0))
-          throw fi::ArgumentError(fmt::format("{}: block_table: expected int32 [B, max_blocks]", op));
-        if (weights.ndim() != 2 || weights.shape(0) != q.shape(0) * q.shape(1) || weights.shape(1) != q.shape(2))
-          throw fi::ArgumentError(fmt::format("{}: weights: expected float32 [B * next_n, H]", op));
-        if (context_lens.ndim() < 1 || context_lens.ndim() > 2 || context_lens.shape(0) != q.shape(0) ||
-            (context_lens.ndim() == 2 && context_lens.shape(1) != q.shape(1)))
-          throw fi::ArgumentError(fmt::format("{}: context_lens: expected int32 [B] or [B, next_n]", op));
+        fi::reference::PagedMqaLogitsInputs in = fp8_reference_inputs(op, q, kv_cache, weights, context_lens, block_table);
         if (candidates.ndim() != 2 || candidates.shape(0) != q.shape(0) * q.shape(1))
           throw fi::ArgumentError(fmt::format("{}: candidates: expected int32 [B * next_n, C]", op));
         if (block < 1) throw fi::ArgumentError(fmt::format("{}: block: expected >= 1, got {}", op, block));
-        fi::reference::PagedMqaLogitsInputs in;
-        in.batch = static_cast<int>(q.shape(0));
-        in.next_n = static_cast<int>(q.shape(1));
-        in.heads = static_cast<int>(q.shape(2));
-        in.head_dim = static_cast<int>(q.shape(3));
-        in.block_size = 64;
-        in.num_blocks = static_cast<int>(kv_cache.shape(0));
-        in.kv_block_stride = static_cast<std::int64_t>(64 * kv_cache.shape(3));
-        in.q = q.data();
-        in.kv_cache = kv_cache.data();
-        in.weights = weights.data();
-        in.context_lens = context_lens.data();
-        in.lens_2d = context_lens.ndim() == 2;
-        in.block_table = block_table.data();
-        in.block_table_stride = static_cast<std::int64_t>(block_table.shape(1));
-        in.max_blocks = static_cast<int>(block_table.shape(1));
         in.width = std::numeric_limits<std::int32_t>::max();  // the sparse op clamps no length
         const int num_candidates = static_cast<int>(candidates.shape(1));
         std::vector<double> out = fi::reference::sparse_paged_mqa_logits(in, candidates.data(), num_candidates, block);

@@ -226,11 +226,10 @@ def assert_sum_close(got, scale, terms, where):
     assert abs(got - want) <= 1e-12 * float(scale) * float(np.sum(np.abs(terms))) + 1e-300, (where, got, want)
 
 
-def test_reference_paged_mqa_logits_matches_numpy():
-    rng = np.random.default_rng()
-    B, n, H, D, blocks = 2, 2, 16, 64, 6
-    table8 = e4m3_values()
-    finite = np.array([b for b in range(256) if not np.isnan(table8[b])], np.uint8)
+def random_fp8_paged_inputs(rng, B=2, n=2, H=16, D=64, blocks=6):
+    """Finite random FP8 bytes for q and the keys, scales in [0.01, 0.1), normal weights; 1-D lengths
+    [130, 64] (token j sees L - n + j + 1 keys) over a table of 3 blocks per request."""
+    finite = np.array([b for b in range(256) if not np.isnan(e4m3_values()[b])], np.uint8)
     q = rng.choice(finite, (B, n, H, D)).astype(np.uint8)
     kv = np.zeros((blocks, 64, 1, D + 4), np.uint8)
     keys = rng.choice(finite, (blocks, 64, D)).astype(np.uint8)
@@ -239,8 +238,15 @@ def test_reference_paged_mqa_logits_matches_numpy():
     flat[:, : 64 * D] = keys.reshape(blocks, -1)
     flat[:, 64 * D:] = scales.view(np.uint8).reshape(blocks, -1)
     weights = rng.standard_normal((B * n, H)).astype(np.float32)
-    lens = np.array([130, 64], np.int32)                 # 1-D: token j sees L - n + j + 1 keys
+    lens = np.array([130, 64], np.int32)
     table = np.array([[4, 1, 5], [0, 2, 3]], np.int32)
+    return q, kv, keys, scales, weights, lens, table
+
+
+def test_reference_paged_mqa_logits_matches_numpy():
+    B, n = 2, 2
+    table8 = e4m3_values()
+    q, kv, keys, scales, weights, lens, table = random_fp8_paged_inputs(np.random.default_rng(), B, n)
     width = 192
     got = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, width)
     assert got.shape == (B * n, width)
@@ -260,18 +266,8 @@ def test_reference_paged_mqa_logits_matches_numpy():
 
 
 def test_reference_two_level_indexing():
-    rng = np.random.default_rng()
-    B, n, H, D, blocks = 2, 2, 16, 64, 6
-    table8 = e4m3_values()
-    finite = np.array([b for b in range(256) if not np.isnan(table8[b])], np.uint8)
-    q = rng.choice(finite, (B, n, H, D)).astype(np.uint8)
-    kv = np.zeros((blocks, 64, 1, D + 4), np.uint8)
-    flat = kv.reshape(blocks, -1)
-    flat[:, : 64 * D] = rng.choice(finite, (blocks, 64 * D))
-    flat[:, 64 * D:] = rng.uniform(0.01, 0.1, (blocks, 64)).astype(np.float32).view(np.uint8).reshape(blocks, -1)
-    weights = rng.standard_normal((B * n, H)).astype(np.float32)
-    lens = np.array([130, 64], np.int32)
-    table = np.array([[4, 1, 5], [0, 2, 3]], np.int32)
+    B, n = 2, 2
+    q, kv, _, _, weights, lens, table = random_fp8_paged_inputs(np.random.default_rng(), B, n)
     full = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, 192)
     rows = B * n
     row_lengths = [lens[r // n] - n + r % n + 1 for r in range(rows)]
