@@ -2,29 +2,20 @@
 // Kernel parameters of the sparse paged MQA logits kernels (docs/design/two-level.md): the paged logits
 // of each query row over its candidate blocks only. Shared verbatim by the host launcher and the device
 // code (plain types only: compiled by both the host compiler and NVRTC).
+#include "paged_mqa_logits_params.cuh"
 
 namespace flash_indexer {
 namespace kernels {
 
+// The full-context op's parameters (paged_mqa_logits_params.cuh; the logits are [B * next_n,
+// num_candidates * candidate_block], whose width the kernel does not read: lengths are not clamped),
+// and the candidates.
 struct SparsePagedMqaLogitsParams {
-  const unsigned char* q;         // FP8 [B, next_n, H, D], contiguous; MXFP4: packed [B, next_n, H, D / 2]
-  const int* q_scales;            // MXFP4 only: [B, next_n, H]
-  const unsigned char* kv_cache;  // the paged cache of paged_mqa_logits (64-token blocks)
-  const float* weights;           // [B * next_n, H], contiguous
-  const int* context_lens;        // [B] (the MTP rule) or [B, next_n]
-  const int* block_table;         // [B, max_blocks], row stride block_table_stride
-  const int* candidates;          // [B * next_n, num_candidates], row stride candidates_stride
-  void* logits;                   // [B * next_n, num_candidates * candidate_block], row stride logits_stride
-  int* histogram;                 // [B * next_n, 1024] coarse-bin counts to add to (histogram kernels only)
-  long long kv_block_stride;      // bytes
-  long long block_table_stride;   // elements
-  long long candidates_stride;    // elements
-  long long logits_stride;        // elements
-  int next_n;
-  int num_blocks;
-  int max_blocks;
+  PagedMqaLogitsParams p;
+  const int* candidates;        // [B * next_n, num_candidates], row stride candidates_stride
+  long long candidates_stride;  // elements
   int num_candidates;
-  int lens_2d;  // 1: context_lens is [B, next_n]; 0: [B] with the MTP rule
+  int next_n;
 };
 
 // The portable kernel: one CTA per 64 output columns of one row (grid: column tiles x rows).

@@ -21,7 +21,7 @@ namespace flash_indexer {
 namespace kernels {
 
 template <int kHeads, int kHeadDim, int kBlock, bool kHistogram, LogitsOut kOut, bool kMxfp4 = false>
-__device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParams& p) {
+__device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParams& params) {
   await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kSparseTile % kBlock == 0, "whole candidate blocks per tile");
   static_assert((kHeadDim % 16) == 0 && (kHeads * kHeadDim) % 16 == 0, "16-byte vector loads");
@@ -29,6 +29,7 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
   constexpr int kGroups = kSparsePortableThreads / kSparseTile;
   constexpr int kCacheBlock = 64;  // tokens per block of the paged cache
   using Store = LogitsStore<kOut>;
+  const PagedMqaLogitsParams& p = params.p;
 
   extern __shared__ float smem[];
   float* key_s = smem;                                // [kSparseTile][kKeyStride]
@@ -41,10 +42,10 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
 
   const int tid = threadIdx.x;
   const int r = blockIdx.y;
-  const int b = r / p.next_n, j = r % p.next_n;
+  const int b = r / params.next_n, j = r % params.next_n;
   const int column0 = blockIdx.x * kSparseTile;
-  const int columns = min(kSparseTile, p.num_candidates * kBlock - column0);
-  long long len = p.lens_2d ? p.context_lens[r] : static_cast<long long>(p.context_lens[b]) - p.next_n + j + 1;
+  const int columns = min(kSparseTile, params.num_candidates * kBlock - column0);
+  long long len = p.lens_2d ? p.context_lens[r] : static_cast<long long>(p.context_lens[b]) - params.next_n + j + 1;
   if (len < 0) len = 0;
   const long long live_blocks = (len + kBlock - 1) / kBlock;
 
@@ -54,7 +55,7 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
     int token = 0;
     if (tid < columns) {
       const int column = column0 + tid;
-      const long long candidate = p.candidates[static_cast<long long>(r) * p.candidates_stride + column / kBlock];
+      const long long candidate = params.candidates[static_cast<long long>(r) * params.candidates_stride + column / kBlock];
       const long long pos = candidate * kBlock + column % kBlock;
       if (candidate >= 0 && candidate < live_blocks && pos < len) {
         const long long slot = pos / kCacheBlock;

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
-#include <exception>
 
 #include "../kernels/paged_mqa_logits_params.cuh"
 #include "flash_indexer/error.hpp"
@@ -121,21 +120,15 @@ void PagedMqaLogitsConfig::check_supported() const {
 void check_paged_mqa_logits_fields(const PagedMqaLogitsConfig& config) {
   PagedMqaLogitsConfig c = config;
   c.arch = Arch{9, 0, true};
-  c.variant = PagedMqaLogitsVariant::portable;
-  std::exception_ptr portable;
-  try {
-    return c.check_supported();
-  } catch (const ArgumentError&) {
-    portable = std::current_exception();
-  }
   if (config.variant != PagedMqaLogitsVariant::portable) {
     c.variant = PagedMqaLogitsVariant::sm90;
     try {
       return c.check_supported();
-    } catch (const ArgumentError&) {
+    } catch (const ArgumentError&) {  // named by the portable kernel's check below
     }
   }
-  std::rethrow_exception(portable);
+  c.variant = PagedMqaLogitsVariant::portable;
+  c.check_supported();
 }
 
 std::vector<PagedMqaLogitsConfig> supported_paged_mqa_logits_configs(const Arch& arch) {

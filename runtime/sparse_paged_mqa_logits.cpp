@@ -163,26 +163,8 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
                                     call.config.logits, call.config.kv,       Arch{}};
   const LoadedKernel& kernel = loaded_kernel(op, config, stream);
-  kernels::SparsePagedMqaLogitsParams p{};
-  const kernels::PagedMqaLogitsParams& c = call.params;
-  p.q = c.q;
-  p.q_scales = c.q_scales;
-  p.kv_cache = c.kv_cache;
-  p.weights = c.weights;
-  p.context_lens = c.context_lens;
-  p.block_table = c.block_table;
-  p.candidates = static_cast<const int*>(candidates.data);
-  p.logits = c.logits;
-  p.histogram = c.histogram;
-  p.kv_block_stride = c.kv_block_stride;
-  p.block_table_stride = c.block_table_stride;
-  p.candidates_stride = candidates.strides[0];
-  p.logits_stride = c.logits_stride;
-  p.next_n = call.config.next_n;
-  p.num_blocks = c.num_blocks;
-  p.max_blocks = c.max_blocks;
-  p.num_candidates = static_cast<int>(num_candidates);
-  p.lens_2d = c.lens_2d;
+  kernels::SparsePagedMqaLogitsParams p{call.params, static_cast<const int*>(candidates.data), candidates.strides[0],
+                                        static_cast<int>(num_candidates), call.config.next_n};
   const unsigned tiles =
       static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
   void* args[] = {&p};
