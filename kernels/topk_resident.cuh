@@ -3,7 +3,8 @@
 // kStageVectors vectors: 16K FP32 or 32K FP16/BF16 logits per CTA with 512 threads, twice that in the
 // 1024-thread form), one row per cluster of kCluster CTAs. A short row's time is its fixed cost, so this selector spends few instructions per logit and
 // few barriers (topk_split.cuh streams longer rows):
-//   1. The segment arrives by cp.async (TopkTile) and the CTA counts its fine bins (4096). The threshold
+//   1. The segment arrives by bulk copies on sm_90, else by cp.async (TopkResidentTile), and the CTA
+//      counts its fine bins (4096) as each row of the tile lands. The threshold
 //      bin is found over the cluster's counts in two steps, so that few counts cross CTAs (distributed
 //      shared memory): the totals of groups of bins (eight, or four with 1024 threads: one group per
 //      thread; in a cluster summed by a reduce-scatter and an all-gather) find the group, then its bins
@@ -74,6 +75,7 @@ struct TopkResidentSmem {
   // mbarriers: [0] the candidate keys (or the leader's decision), [1] the output counts, [2] this CTA's
   // slice of every CTA's group totals, [3] the cluster's group totals, [4] the threshold group's bins.
   unsigned long long exchange[5];
+  unsigned long long loaded[kMaxLive];  // the segment's rows of kThreads vectors (TopkResidentTile::load)
 };
 
 // Ranks the first `size` keys of sm.candidate_key (every one in [lo, hi)), of which `need` win, by
@@ -206,10 +208,10 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   static_assert(kStages * kStageVectors <= kMaxLive * kThreads, "stages");
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
   using In = TopkInput<kIn>;
-  using Tile = TopkTile<In, kThreads>;
+  using Tile = TopkResidentTile<In, kThreads>;
   constexpr int kPer = Tile::kPer;
   constexpr int kDigits = 1 << kRefineBits;
-  static_assert(kMaxLive * kPer <= 64, "a thread's columns fit a 64-bit mask");
+  static_assert(kMaxLive * kPer <= 64, "a thread's logits fit a 64-bit mask");
   extern __shared__ uint4 topk_stages[];  // kStages * kStageVectors
 
   const int len = topk_row_length(p, r);
@@ -225,10 +227,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   const int live = Tile::live_for(max(vectors, 1));
   const int spans = vectors > 0 ? live : 0;  // vectors this thread reads
   const Tile tile{topk_stages, begin, live};
-  if (vectors > 0) {
-    tile.load(row, start, end, aligned, topk_stages);
-    cp_async_commit();
-  }
+  if (vectors > 0) tile.load(row, start, end, aligned, sm.loaded);
   const int words = (end - begin + 31) >> 5;
   constexpr int kGroup = kTopkFineBins / kThreads;  // fine bins per thread: 8 or 4
   static_assert(kGroup == 4 || kGroup == 8, "whole vectors of fine bins per thread");
@@ -249,24 +248,16 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
     }
     cluster::arrive_relaxed();
   }
-  cp_async_wait<0>();
-  __syncthreads();
+  __syncthreads();  // the counts are zero and the load's mbarriers initialised before any thread uses them
 
-  // 1. Fine-bin counts, and the threshold bin over the cluster's.
-  // Two vectors per step (spans is 1 or even), both read before either is counted.
-  auto count = [&](const uint4& v) {
-#pragma unroll
-    for (int e = 0; e < kPer; ++e) {
-      const typename In::Raw x = Tile::element(v, e);
-      atomicAdd(&sm.hist[fine_bin_or_nan_slot<In>(x)], 1u);
-    }
-  };
-  if (spans == 1) count(tile.vector(0));
+  // 1. Fine-bin counts, and the threshold bin over the cluster's. Each thread counts its vector of a
+  // row of the tile as soon as that row has landed.
 #pragma unroll 1
-  for (int u = 0; u + 1 < spans; u += 2) {
-    const uint4 v0 = tile.vector(u), v1 = tile.vector(u + 1);
-    count(v0);
-    count(v1);
+  for (int u = 0; u < spans; ++u) {
+    tile.wait_row(u, aligned, sm.loaded);
+    const uint4 v = tile.vector(u);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) atomicAdd(&sm.hist[fine_bin_or_nan_slot<In>(Tile::element(v, e))], 1u);
   }
   // The threshold bin over the cluster's counts in two steps, so that few counts cross CTAs: the totals
   // of the groups of kGroup bins (one group per thread) find the group, then its bins the bin.
@@ -420,7 +411,9 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   };
   {
     const float above_at = bound_value<In>(th.hi), candidate_at = bound_value<In>(th.lo);
-    unsigned long long above = 0, inside = 0;  // bit i: this thread's i-th logit
+    unsigned long long inside = 0;  // bit u * kPer + e: element e of this thread's vector u
+    // A vector's kPer columns lie in one bitmap word; most vectors hold no winner, so the words are
+    // marked by atomics where they do.
     auto classify = [&](const uint4& v, int u) {
       unsigned int a = 0, b = 0;
 #pragma unroll
@@ -429,8 +422,14 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
         a |= x >= above_at ? 1u << e : 0u;
         b |= x >= candidate_at ? 1u << e : 0u;
       }
-      above |= static_cast<unsigned long long>(a) << (u * kPer);
-      inside |= static_cast<unsigned long long>(b & ~a) << (u * kPer);
+      b &= ~a;
+      const int column = tile.own_column(u, 0);
+      if (a != 0) atomicOr(&sm.above[column >> 5], a << (column & 31));
+      if (single) {
+        if (b != 0) atomicOr(&sm.tied[column >> 5], b << (column & 31));
+      } else {
+        inside |= static_cast<unsigned long long>(b) << (u * kPer);
+      }
     };
     if (spans == 1) classify(tile.vector(0), 0);
 #pragma unroll 1
@@ -439,32 +438,19 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
       classify(v0, u);
       classify(v1, u + 1);
     }
-    // A thread's columns are live * kPer (a power of two, at most 64) consecutive ones from `first`,
-    // aligned to their count: within one word, or exactly two.
-    const int first = static_cast<int>(threadIdx.x) * live * kPer;
-    auto mark = [&](unsigned int* bitmap, unsigned long long bits) {
-      if (bits == 0) return;
-      atomicOr(&bitmap[first >> 5], static_cast<unsigned int>(bits << (first & 31)));
-      if (live * kPer > 32) atomicOr(&bitmap[(first >> 5) + 1], static_cast<unsigned int>(bits >> 32));
-    };
-    mark(sm.above, above);
-    if (single) {
-      mark(sm.tied, inside);
-    } else {
-      for (unsigned long long m = inside; m != 0; m &= m - 1) {
-        const int i = __ffsll(static_cast<long long>(m)) - 1;
-        const int slot = atomicAdd(&sm.candidates, 1);
-        if (gathered) {
-          if (slot < predicted) {  // always
-            const unsigned int key = In::key(tile.at(i));
-            sm.candidate_key[gathered_before + slot] = key;
-            sm.candidate_index[slot] = first + i;
-            send_key(gathered_before + slot, key);
-          }
-        } else if (slot < kResidentCandidates) {  // always: the cluster's count in [lo, hi) is at most the buffer
-          sm.candidate_key[slot] = In::key(tile.at(i));
-          sm.candidate_index[slot] = first + i;
+    for (unsigned long long m = inside; m != 0; m &= m - 1) {
+      const int i = __ffsll(static_cast<long long>(m)) - 1, u = i / kPer, e = i % kPer;
+      const int slot = atomicAdd(&sm.candidates, 1);
+      const unsigned int key = In::key(Tile::element(tile.vector(u), e));
+      if (gathered) {
+        if (slot < predicted) {  // always
+          sm.candidate_key[gathered_before + slot] = key;
+          sm.candidate_index[slot] = tile.own_column(u, e);
+          send_key(gathered_before + slot, key);
         }
+      } else if (slot < kResidentCandidates) {  // always: the cluster's count in [lo, hi) is at most the buffer
+        sm.candidate_key[slot] = key;
+        sm.candidate_index[slot] = tile.own_column(u, e);
       }
     }
   }

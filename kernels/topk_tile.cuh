@@ -1,6 +1,8 @@
 #pragma once
 // A CTA's segment of a logits row in shared memory, as the top-k selectors read it (topk_split.cuh,
 // topk_resident.cuh): the cp.async copies and the thread-to-vector layout.
+#include "cluster.cuh"
+#include "sm90_primitives.cuh"
 #include "topk_common.cuh"
 
 namespace flash_indexer {
@@ -21,6 +23,19 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+// cp_async_wait for a pending count known at run time, 0..kMaxPending.
+template <int kMaxPending>
+__device__ __forceinline__ void cp_async_wait_at_most(int pending) {
+  if constexpr (kMaxPending > 0) {
+    if (pending >= kMaxPending) {
+      cp_async_wait<kMaxPending>();
+      return;
+    }
+    cp_async_wait_at_most<kMaxPending - 1>(pending);
+  } else {
+    cp_async_wait<0>();
+  }
 }
 
 // One tile of a segment in shared memory: `live` vectors per thread, thread t owning the consecutive
@@ -118,6 +133,100 @@ struct TopkTile {
           atomicAdd(&sm.hist[(1 << kRefineBits) - 1 - static_cast<int>((key - bounds.candidate) >> shift)], 1);
       }
     }
+  }
+};
+
+// The resident selector's segment in shared memory, in global order: vector g at slot g, so the whole
+// interior of a 16-byte aligned row arrives by bulk copies (sm_90), which reach the read bandwidth where
+// one 16-byte cp.async per thread and vector did not (docs/benchmarks/topk.md, "What bounds it").
+// Thread t owns vectors t, t + kThreads, ... (`live` of them): the owners' reads are consecutive, so
+// they never conflict on banks, and each row of kThreads vectors has its own mbarrier, so a thread
+// counts its vector of a row as soon as that row has landed. Column order is (u, thread, e); the
+// output reads the bitmaps, not the owners, so it is still placed in column order.
+template <class In, int kThreads = kTopkThreads>
+struct TopkResidentTile {
+  using Raw = typename In::Raw;
+  static constexpr int kPer = 16 / static_cast<int>(sizeof(Raw));  // logits per vector
+  uint4* slots;  // the segment's vectors
+  int base;      // column of vector 0
+  int live;      // vectors per thread (block-uniform): 1, 2, 4 or 8
+
+  __device__ __forceinline__ static int live_for(int vectors) { return TopkTile<In, kThreads>::live_for(vectors); }
+  // Segment column (from base) of element e of this thread's vector u.
+  __device__ __forceinline__ int own_column(int u, int e) const {
+    return (u * kThreads + static_cast<int>(threadIdx.x)) * kPer + e;
+  }
+  __device__ __forceinline__ uint4 vector(int u) const { return slots[u * kThreads + threadIdx.x]; }
+  __device__ __forceinline__ static Raw element(const uint4& v, int e) { return TopkTile<In, kThreads>::element(v, e); }
+  // Logit s of the segment (column base + s), whoever owns it.
+  __device__ __forceinline__ Raw at_column(int s) const { return reinterpret_cast<const Raw*>(slots)[s]; }
+
+  // Whether load() copies by bulk copies: on sm_90, a 16-byte aligned row, and at least two rows of
+  // vectors (a single row landed later by one bulk copy than by a cp.async per thread: FP16 1 x 32K on
+  // clusters of 8, docs/benchmarks/topk.md).
+  __device__ __forceinline__ bool bulk(bool aligned) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return aligned && live >= 2;
+#else
+    return false;
+#endif
+  }
+
+  // Starts the copies of columns [base, base + live * kThreads * kPer); columns outside [start, end) (the
+  // row's window) read as NaN. By bulk copies (bulk()), thread 0 copies each row u's whole vectors
+  // inside the window by one copy that completes on loaded[u] (initialised here: the caller
+  // synchronizes the block before any thread waits); every other vector is this thread's own, by cp.async
+  // (one group per row, so wait_row() can wait for a row alone) or element by element.
+  __device__ __forceinline__ void load(const void* row, int start, int end, bool aligned, unsigned long long* loaded) const {
+    const int inside_first = start > base ? (start - base + kPer - 1) / kPer : 0;  // first vector inside the window
+    const int inside_end = end > base ? (end - base) / kPer : 0;                    // past the last one
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (bulk(aligned)) {
+      if (threadIdx.x == 0) {
+        for (int u = 0; u < live; ++u) sm90::mbarrier_init(&loaded[u], 1);
+        sm90::fence_barrier_init();  // the initialisations, before the copies that complete on them
+        for (int u = 0; u < live; ++u) {
+          const int g0 = max(u * kThreads, inside_first), g1 = min((u + 1) * kThreads, inside_end);
+          const unsigned int bytes = g1 > g0 ? 16u * static_cast<unsigned int>(g1 - g0) : 0u;
+          cluster::expect_bytes(&loaded[u], bytes);
+          if (bytes != 0) sm90::bulk_load(slots + g0, static_cast<const Raw*>(row) + base + g0 * kPer, bytes, &loaded[u]);
+        }
+      }
+      for (int u = 0; u < live; ++u) {
+        const int g = u * kThreads + static_cast<int>(threadIdx.x);
+        if (g < inside_first || g >= inside_end) load_elements(g, row, start, end);
+      }
+      return;
+    }
+#endif
+    for (int u = 0; u < live; ++u) {
+      const int g = u * kThreads + static_cast<int>(threadIdx.x);
+      if (aligned && g >= inside_first && g < inside_end)
+        cp_async16(static_cast<unsigned int>(__cvta_generic_to_shared(slots + g)),
+                   static_cast<const Raw*>(row) + base + g * kPer);
+      else load_elements(g, row, start, end);
+      cp_async_commit();
+    }
+  }
+  // Waits until this thread's vector u has landed (load() from the same thread: its own stores and
+  // cp.async groups; the bulk copies through loaded[u]). Every thread waits for every row before the
+  // block barrier after which any thread reads any vector.
+  __device__ __forceinline__ void wait_row(int u, bool aligned, unsigned long long* loaded) const {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    if (bulk(aligned)) {
+      cluster::wait_received(&loaded[u]);
+      return;
+    }
+#endif
+    cp_async_wait_at_most<kMaxLive - 1>(live - 1 - u);
+  }
+
+ private:
+  __device__ __forceinline__ void load_elements(int g, const void* row, int start, int end) const {
+    const int s = base + g * kPer;
+    Raw* out = reinterpret_cast<Raw*>(slots + g);
+#pragma unroll
+    for (int e = 0; e < kPer; ++e) out[e] = s + e >= start && s + e < end ? In::load(row, s + e) : In::nan();
   }
 };
 
