@@ -16,6 +16,7 @@ struct SparsePagedMqaLogitsParams {
   long long candidates_stride;  // elements
   int num_candidates;
   int next_n;
+  int masked_nan;  // 1: masked columns are NaN, not -inf (SparsePagedMqaLogitsOptions::masked_nan)
 };
 
 // The portable kernel: one CTA per 64 output columns of one row (grid: column tiles x rows).

@@ -4,7 +4,7 @@
 // its candidate blocks only. Output column c * kBlock + o of row r is position
 //   pos = candidates[r][c] * kBlock + o
 // of the row's context when the candidate is one of the row's blocks (0 <= candidate < ceil(len /
-// kBlock)) and pos < len, else -inf; such columns never read the cache. A live position whose block-table
+// kBlock)) and pos < len, else -inf (NaN with params.masked_nan); such columns never read the cache. A live position whose block-table
 // slot lies past max_blocks, or whose block id lies outside [0, num_blocks), is NaN, as in the
 // full-context op.
 //
@@ -32,13 +32,13 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
   const PagedMqaLogitsParams& p = params.p;
 
   extern __shared__ float smem[];
-  float* key_s = smem;                                // [kSparseTile][kKeyStride]
+  float* key_s = smem;  // [kSparseTile][kKeyStride]
   float* query_s = key_s + kSparseTile * kKeyStride;  // [kHeads][kHeadDim]
-  float* weight_s = query_s + kHeads * kHeadDim;      // [kHeads]
-  float* scale_s = weight_s + kHeads;                 // [kSparseTile]
-  float* partial_s = scale_s + kSparseTile;           // [kGroups][kSparseTile]
-  __shared__ long long key_offset_s[kSparseTile];     // byte offset of the key's block, -1: -inf, -2: NaN
-  __shared__ int key_token_s[kSparseTile];            // the key's token within its block
+  float* weight_s = query_s + kHeads * kHeadDim;  // [kHeads]
+  float* scale_s = weight_s + kHeads;  // [kSparseTile]
+  float* partial_s = scale_s + kSparseTile;  // [kGroups][kSparseTile]
+  __shared__ long long key_offset_s[kSparseTile];  // byte offset of the key's block, -1: -inf, -2: NaN
+  __shared__ int key_token_s[kSparseTile];  // the key's token within its block
 
   const int tid = threadIdx.x;
   const int r = blockIdx.y;
@@ -125,7 +125,7 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
       const long long index = static_cast<long long>(r) * p.logits_stride + column0 + tid;
       const long long offset = key_offset_s[tid];
       if (offset == -1) {
-        Store::store(p.logits, index, negative_infinity());
+        Store::store(p.logits, index, params.masked_nan ? quiet_nan() : negative_infinity());
       } else if (offset < 0) {
         Store::store(p.logits, index, quiet_nan());
       } else {

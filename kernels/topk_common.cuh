@@ -431,17 +431,17 @@ __device__ __forceinline__ TopkSegment topk_segment(const TopkParams& p, int r, 
 }
 
 // What the output holds for a selected column: the column (relative to the window `start` with
-// p.relative), its physical KV slot (64-token blocks), or under DCP its global position (the host
+// p.relative), its slot through the table (blocks of 1 << p.slot_block_shift), or under DCP its global position (the host
 // allows neither of the others with DCP). The register selector's write-out skips it where none of
 // the three modes is on (topk_register.cuh): a new mode must be added to that condition too.
 __device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {
   if (p.relative) return column - start;
   if (p.dcp_ranks > 1) return dcp_global_position(column, DcpLayout{p.dcp_ranks, p.dcp_rank, p.dcp_interleave});
   if (p.slot_table == nullptr) return column;
-  const int block = column / 64;
+  const int block = column >> p.slot_block_shift;
   if (block >= p.slot_table_blocks) return -1;
   const long long b = r / p.slot_rows_per_request;
-  return p.slot_table[b * p.slot_table_stride + block] * 64 + column % 64;
+  return p.slot_table[b * p.slot_table_stride + block] * (1 << p.slot_block_shift) + (column & ((1 << p.slot_block_shift) - 1));
 }
 
 // The output stage: out holds two ascending runs of columns, [0, above) (bins before T) and

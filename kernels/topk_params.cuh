@@ -19,11 +19,14 @@ struct TopkParams {
   int k;               // 1..kMaxTopk
   int sorted;          // 1: each row's indices in ascending column order
   // Physical KV slots instead of columns (null: columns): row r of request r / slot_rows_per_request
-  // writes slot_table[b][column / 64] * 64 + column % 64; a column past slot_table_blocks gives -1.
+  // writes slot_table[b][column >> s] << s | column & ((1 << s) - 1), s = slot_block_shift (6: the paged
+  // logits' blocks of 64; 3 or 4: a sparse candidate table's blocks); a column past slot_table_blocks
+  // gives -1.
   const int* slot_table;
   long long slot_table_stride;
   int slot_table_blocks;
   int slot_rows_per_request;
+  int slot_block_shift;
   // Window starts (null: 0): row r selects from [row_starts[r], its length), both clamped to [0, width].
   const int* row_starts;
   int relative;  // 1: indices relative to the window start

@@ -163,8 +163,9 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
                                     call.config.logits, call.config.kv,       Arch{}};
   const LoadedKernel& kernel = loaded_kernel(op, config, stream);
-  kernels::SparsePagedMqaLogitsParams p{call.params, static_cast<const int*>(candidates.data), candidates.strides[0],
-                                        static_cast<int>(num_candidates), call.config.next_n};
+  kernels::SparsePagedMqaLogitsParams p{call.params,           static_cast<const int*>(candidates.data),
+                                        candidates.strides[0], static_cast<int>(num_candidates),
+                                        call.config.next_n,    options.masked_nan ? 1 : 0};
   const unsigned tiles =
       static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
   void* args[] = {&p};

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <climits>
 
 #include "flash_indexer/coarse_bins.hpp"
@@ -98,6 +99,12 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
               std::to_string(options.block_table.strides[0]));
     if (options.block_table.shape[1] > INT_MAX) tc.fail("max_blocks in 0..2^31-1", std::to_string(options.block_table.shape[1]));
   }
+  if (options.block_size != 64 && (options.block_table.rank == 0 || options.block_size < 1 || options.block_size > 64 ||
+                                   (options.block_size & (options.block_size - 1)) != 0))
+    throw ArgumentError(fmt::format("{}: options.block_size: expected {}, got {}", op,
+                                    options.block_table.rank == 0 ? "64 without options.block_table"
+                                                                  : "a power of two in 1..64 (positions per block_table entry)",
+                                    options.block_size));
 
   if (options.row_starts.rank != 0) {
     TensorChecks sc(op, "row_starts", options.row_starts);
@@ -146,6 +153,7 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     p.slot_table_stride = options.block_table.strides[0];
     p.slot_table_blocks = static_cast<int>(options.block_table.shape[1]);
     p.slot_rows_per_request = static_cast<int>(rows / std::max<std::int64_t>(options.block_table.shape[0], 1));
+    p.slot_block_shift = std::countr_zero(static_cast<unsigned>(options.block_size));
   }
   return l;
 }

@@ -2,7 +2,8 @@
 // against the CPU reference and the full-context op: every configuration, fresh random inputs, ragged
 // lengths with 0, candidate lists with every kind of entry (the last partial block, duplicates, -1,
 // negative, past the row, all invalid), table slots past the live range that would fault if read, an id
-// outside the cache (NaN), poisoned outputs.
+// outside the cache (NaN), poisoned outputs; and the second level's top-k in one call (masked columns
+// NaN, topk() mapping its columns through the candidates) against the reference.
 #include "catch_compat.hpp"
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/sparse_paged_mqa_logits.hpp"
+#include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
 #include "test_support.hpp"
 
@@ -149,6 +151,46 @@ void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool 
   CHECK(masked > 0);
   if (config.histogram) CHECK(hist.to_host<std::int32_t>(counts.size()) == counts);
   (void)nan;
+
+  // The second level's top-k in one call: masked columns NaN (never selected), then topk() with the
+  // candidates as its table, so the indices are context positions; equal to the reference top-k of
+  // those logits mapped through the candidates.
+  SparsePagedMqaLogitsOptions nan_options;
+  nan_options.q_scales = v.q_scales;
+  nan_options.masked_nan = true;
+  out.fill(ck::kPoison);
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, block, ov, session().stream(),
+                          nan_options);
+  session().synchronize();
+  const std::vector<std::uint8_t> got_nan = out.to_host<std::uint8_t>(out.bytes());
+  std::vector<float> stored(static_cast<std::size_t>(rows) * ostride, NAN);
+  for (int r = 0; r < rows; ++r)
+    for (std::int64_t col = 0; col < columns; ++col) {
+      const float g = stored_value(got_nan, config.logits, r * ostride + col);
+      const bool is_masked = expected[static_cast<std::size_t>(r * columns + col)] == -INFINITY;
+      INFO("masked_nan row " << r << " column " << col);
+      REQUIRE(same_bits(g, is_masked ? NAN : stored_value(got, config.logits, r * ostride + col)));
+      stored[static_cast<std::size_t>(r * ostride + col)] = g;
+    }
+  const int k = static_cast<int>(std::min<std::int64_t>(columns, 3 * block + 5));  // rows with fewer live columns pad
+  ck::DeviceBuffer lengths_d = ck::DeviceBuffer::from(std::vector<std::int32_t>(rows, static_cast<std::int32_t>(columns)));
+  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * k * 4);
+  indices.fill(ck::kPoison);
+  ck::DeviceBuffer workspace(topk_workspace_bytes(rows));
+  TopkOptions topk_options;
+  topk_options.block_table = cv;
+  topk_options.block_size = block;
+  topk_options.sorted = true;
+  topk(ov, TensorView::contiguous(lengths_d.data(), DType::i32, {rows}),
+       TensorView::contiguous(indices.data(), DType::i32, {rows, k}),
+       TensorView::contiguous(workspace.data(), DType::u8, {static_cast<std::int64_t>(workspace.bytes())}), session().stream(),
+       topk_options);
+  session().synchronize();
+  const ref::TopkResult want_columns =
+      ref::topk(stored, ostride, columns, std::vector<std::int64_t>(rows, columns), k, /*sorted=*/true);
+  const std::vector<std::int32_t> want = ref::sparse_positions(want_columns.indices, k, candidates.data(), num_candidates, block);
+  REQUIRE(indices.to_host<std::int32_t>(want.size()) == want);
+  CHECK(std::count(want.begin(), want.end(), -1) > 0);  // the all-invalid row pads
 }
 
 void run_configuration(const SparsePagedMqaLogitsConfig& config) {

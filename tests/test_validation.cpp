@@ -295,6 +295,15 @@ TEST_CASE("topk rejects bad arguments, naming them", "[validation]") {
         a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100}).with_strides({50, 1});
       },
       "block_table: expected a row stride >= max_blocks = 100, got 50");
+  expect_topk_error([](TopkArgs& a) { a.options.block_size = 8; },
+                    "options.block_size: expected 64 without options.block_table, got 8");
+  for (int size : {0, 12, 128, -8})
+    expect_topk_error(
+        [size](TopkArgs& a) {
+          a.options.block_table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
+          a.options.block_size = size;
+        },
+        "options.block_size: expected a power of two in 1..64 (positions per block_table entry), got " + std::to_string(size));
   expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::i32, {5}); },
                     "row_starts: expected shape[0] = 6 (rows), got 5");
   expect_topk_error([](TopkArgs& a) { a.options.row_starts = TensorView::contiguous(fake(0xa0000), DType::f32, {6}); },

@@ -8,7 +8,8 @@
 //                           is past the row's length
 //
 // so that the top-k of these logits (topk(), then reference::sparse_positions' mapping) is the
-// full-context top-k restricted to the candidate blocks.
+// full-context top-k restricted to the candidate blocks. With options.masked_nan, topk() with
+// TopkOptions::block_table = candidates and block_size = candidate_block does both in one call.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -45,6 +46,12 @@ struct SparsePagedMqaLogitsOptions {
   TensorView q_scales{};
   // Programmatic dependent launch, as PagedMqaLogitsOptions::pdl.
   bool pdl = false;
+  // Masked columns (candidate not one of the row's blocks, position past the row's length) as NaN
+  // instead of -inf. topk() never selects NaN (contract §4), so topk() of these logits with
+  // TopkOptions::block_table = candidates and block_size = candidate_block selects live positions only
+  // and writes them as context positions, -1 padding a row with fewer than k: the second level's top-k
+  // in one call. (A live -inf, an FP16 overflow, stays selectable, as in the full-context op.)
+  bool masked_nan = false;
 };
 
 // Tensor arguments (device memory; strides in elements) as paged_mqa_logits' (q, kv_cache, weights,

@@ -85,8 +85,14 @@ struct TopkOptions {
   // Optional: write physical KV slots instead of columns, for sparse-attention kernels that gather by
   // slot. int32 [B, max_blocks] (inner stride 1), the block table of the logits op (block size 64),
   // with rows a multiple of B (row r belongs to request r / (rows / B)): column i becomes
-  // block_table[b][i / 64] * 64 + i % 64; -1 stays -1. `sorted` still orders by column.
+  // block_table[b][i / block_size] * block_size + i % block_size; -1 stays -1. `sorted` still orders
+  // by column.
   TensorView block_table{};
+  // Positions per block_table entry: 64 (paged_mqa_logits' blocks), or a power of two from 1 to 64. With
+  // sparse_paged_mqa_logits' candidates as block_table and its candidate_block here, the indices are
+  // context positions: the second level's top-k in one call (docs/design/two-level.md). Only with
+  // block_table.
+  int block_size = 64;
   // Optional window starts (prefill): int32 [rows], contiguous. Row r then selects from the columns
   // [row_starts[r], end), end being its length as above (both clamped to [0, width]; the window is
   // empty when the start is not below the end). A given histogram must count that window.

@@ -100,12 +100,14 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
 
 
 def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, candidate_block, logits=None, *,
-                            stream=None, histogram=None, q_scales=None, pdl=False):
+                            stream=None, histogram=None, q_scales=None, pdl=False, masked_nan=False):
     """The logits of each query row over its candidate blocks only (the second level of DeepSeek-V4.1's
     two-level indexing, docs/design/two-level.md). `candidates` (int32 [B * next_n, C]) lists blocks of
     `candidate_block` (8 or 16) positions of each row's context, in any order; column c * candidate_block
     + o of the result is position candidates[r][c] * candidate_block + o, or -inf where the candidate is
-    not one of the row's blocks (-1, negative, past the row) or the position is past the row's length.
+    not one of the row's blocks (-1, negative, past the row) or the position is past the row's length;
+    NaN there with `masked_nan=True`, so that topk(..., block_table=candidates, block_size=candidate_block)
+    selects live positions only and writes them as context positions (the second level's top-k).
     The other arguments as for paged_mqa_logits (H 32 or 64, D 128). Writes into `logits` (float32,
     float16 or bfloat16 [B * next_n, C * candidate_block]), or a new float32 tensor, and returns it."""
     if logits is None:
@@ -113,7 +115,8 @@ def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, can
         logits = torch.empty(candidates.shape[0], candidates.shape[1] * candidate_block, dtype=torch.float32,
                              device=candidates.device)
     _ext.sparse_paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, candidates, candidate_block,
-                                 logits, stream=current_stream(stream), histogram=histogram, q_scales=q_scales, pdl=pdl)
+                                 logits, stream=current_stream(stream), histogram=histogram, q_scales=q_scales, pdl=pdl,
+                                 masked_nan=masked_nan)
     return logits
 
 
@@ -131,15 +134,17 @@ def mqa_logits(q, kv, kv_scales, weights, ks, ke, logits, *, stream=None, fill_m
 
 
 def topk(logits, lengths, indices, workspace, *, stream=None, sorted=False, next_n=0, histogram=None,
-         values=None, block_table=None, split=0, row_starts=None, relative=False, pdl=False, dcp=None):
+         values=None, block_table=None, split=0, row_starts=None, relative=False, pdl=False, dcp=None, block_size=64):
     """Writes the exact top-k column indices of each row of `logits` into `indices` (int32
     [rows, k]); `workspace` holds at least topk_workspace_bytes(rows) bytes (uint8). With
     `row_starts` (int32 [rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows);
     `relative=True` then writes offsets from the window start; `pdl` and `dcp` as for paged_mqa_logits
-    (with `dcp` the lengths are global and the indices global positions, for topk_merge)."""
+    (with `dcp` the lengths are global and the indices global positions, for topk_merge). With
+    `block_table` the indices are slots block_table[b][i // block_size] * block_size + i % block_size
+    (block_size 64 for paged_mqa_logits' tables; the candidate block for sparse_paged_mqa_logits' candidates)."""
     _ext.topk(logits, lengths, indices, workspace, stream=current_stream(stream), sorted=sorted,
               next_n=next_n, histogram=histogram, values=values, block_table=block_table, split=split,
-              row_starts=row_starts, relative=relative, pdl=pdl, dcp=dcp)
+              row_starts=row_starts, relative=relative, pdl=pdl, dcp=dcp, block_size=block_size)
     return indices
 
 

@@ -453,12 +453,13 @@ NB_MODULE(_flash_indexer, m) {
       "sparse_paged_mqa_logits",
       [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray candidates,
          int candidate_block, AnyArray logits, std::uintptr_t stream, std::optional<AnyArray> histogram,
-         std::optional<AnyArray> q_scales, bool pdl) {
+         std::optional<AnyArray> q_scales, bool pdl, bool masked_nan) {
         constexpr const char* op = "sparse_paged_mqa_logits";
         fi::SparsePagedMqaLogitsOptions o;
         o.histogram = optional_view(op, "histogram", histogram);
         o.q_scales = optional_view(op, "q_scales", q_scales);
         o.pdl = pdl;
+        o.masked_nan = masked_nan;
         const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                              wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                              tv = device_view(op, "block_table", block_table), cv = device_view(op, "candidates", candidates),
@@ -469,9 +470,10 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("candidates"), nb::arg("candidate_block"), nb::arg("logits"), nb::kw_only(), nb::arg("stream"),
       nb::arg("histogram").none() = nb::none(), nb::arg("q_scales").none() = nb::none(), nb::arg("pdl") = false,
+      nb::arg("masked_nan") = false,
       "Writes the logits of each row over its candidate blocks into `logits` ([B * next_n, C * candidate_block]) on "
-      "`stream`: the C++ sparse_paged_mqa_logits (docs/design/two-level.md); -inf where a candidate or position is "
-      "not one of the row's.");
+      "`stream`: the C++ sparse_paged_mqa_logits (docs/design/two-level.md); -inf (NaN with masked_nan) where a "
+      "candidate or position is not one of the row's.");
 
   m.def(
       "mqa_logits",
@@ -503,7 +505,8 @@ NB_MODULE(_flash_indexer, m) {
       "topk",
       [](AnyArray logits, AnyArray lengths, AnyArray indices, AnyArray workspace, std::uintptr_t stream, bool sorted, int next_n,
          std::optional<AnyArray> histogram, std::optional<AnyArray> values, std::optional<AnyArray> block_table, int split,
-         std::optional<AnyArray> row_starts, bool relative, bool pdl, std::optional<std::tuple<int, int, int>> dcp) {
+         std::optional<AnyArray> row_starts, bool relative, bool pdl, std::optional<std::tuple<int, int, int>> dcp,
+         int block_size) {
         constexpr const char* op = "topk";
         fi::TopkOptions o;
         o.sorted = sorted;
@@ -511,6 +514,7 @@ NB_MODULE(_flash_indexer, m) {
         o.histogram = optional_view(op, "histogram", histogram);
         o.values = optional_view(op, "values", values);
         o.block_table = optional_view(op, "block_table", block_table);
+        o.block_size = block_size;
         o.split = split;
         o.row_starts = optional_view(op, "row_starts", row_starts);
         o.relative = relative;
@@ -525,7 +529,7 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("sorted") = false, nb::arg("next_n") = 0, nb::arg("histogram").none() = nb::none(),
       nb::arg("values").none() = nb::none(), nb::arg("block_table").none() = nb::none(), nb::arg("split") = 0,
       nb::arg("row_starts").none() = nb::none(), nb::arg("relative") = false, nb::arg("pdl") = false,
-      nb::arg("dcp").none() = nb::none(),
+      nb::arg("dcp").none() = nb::none(), nb::arg("block_size") = 64,
       "Writes the exact top-k column indices of each row into `indices` (int32 [rows, k]) on `stream` (the C++ "
       "topk). `workspace` is uint8 of at least topk_workspace_bytes(rows) bytes. With `row_starts` (int32 "
       "[rows]) row r selects from [row_starts[r], lengths[r]) (prefill windows), `relative` gives offsets "

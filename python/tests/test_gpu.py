@@ -173,6 +173,37 @@ def test_sparse_paged_mqa_logits_equal_the_reference_at_the_candidates(block):
                 assert got[r, c * block + o] == (want[r, pos] if live else -np.inf), (r, c, o)
 
 
+@pytest.mark.parametrize("block", [8, 16])
+def test_second_level_topk_in_one_call_writes_live_context_positions(block):
+    rng = np.random.default_rng()
+    B, n, H, D, k = 2, 1, 64, 128, 40
+    lengths = [900, 30]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, 1024).astype(np.float32)
+    rows, C = B * n, 12
+    # Unique blocks of each row, some past it and -1; row 1 has fewer than k live positions.
+    candidates = np.full((rows, C), -1, dtype=np.int32)
+    for r in range(rows):
+        picks = rng.permutation(-(-lengths[r] // block) + 2)[:C - 2]
+        candidates[r, :len(picks)] = picks
+    logits = fi.sparse_paged_mqa_logits(to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens),
+                                        to_cuda(table), to_cuda(candidates), block, masked_nan=True)
+    indices = torch.full((rows, k), 12345, dtype=torch.int32, device="cuda")
+    workspace = torch.empty(fi.topk_workspace_bytes(rows), dtype=torch.uint8, device="cuda")
+    width = torch.full((rows,), C * block, dtype=torch.int32, device="cuda")
+    fi.topk(logits, width, indices, workspace, block_table=to_cuda(candidates), block_size=block)
+    torch.cuda.synchronize()
+    got = indices.cpu().numpy()
+    for r in range(rows):
+        live = sorted({int(c) * block + o for c in candidates[r] if 0 <= c < -(-lengths[r] // block)
+                       for o in range(block) if int(c) * block + o < lengths[r]})
+        scores = sorted((want[r, p] for p in live), reverse=True)[:k]
+        picked = [int(p) for p in got[r] if p != -1]
+        assert set(picked) <= set(live) and len(picked) == len(set(picked)) == min(k, len(live))
+        assert sorted((want[r, p] for p in picked), reverse=True) == scores
+        assert list(got[r]).count(-1) == k - len(picked)
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()
