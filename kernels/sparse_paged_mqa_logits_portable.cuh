@@ -4,9 +4,9 @@
 // its candidate blocks only. Output column c * kBlock + o of row r is position
 //   pos = candidates[r][c] * kBlock + o
 // of the row's context when the candidate is one of the row's blocks (0 <= candidate < ceil(len /
-// kBlock)) and pos < len, else -inf (NaN with params.masked_nan); such columns never read the cache. A live position whose block-table
-// slot lies past max_blocks, or whose block id lies outside [0, num_blocks), is NaN, as in the
-// full-context op.
+// kBlock)) and pos < len, else -inf (NaN with params.masked_nan); such columns never read the cache.
+// A live position whose block-table slot lies past max_blocks, or whose block id lies outside [0,
+// num_blocks), is NaN, as in the full-context op.
 //
 // One CTA computes 64 consecutive output columns of one row (kSparseTile keys gathered from their
 // blocks). Thread t works on key t % 64 and the heads h = t / 64, + 4, ...; the per-group partial sums

@@ -431,8 +431,8 @@ __device__ __forceinline__ TopkSegment topk_segment(const TopkParams& p, int r, 
 }
 
 // What the output holds for a selected column: the column (relative to the window `start` with
-// p.relative), its slot through the table (blocks of 1 << p.slot_block_shift), or under DCP its global position (the host
-// allows neither of the others with DCP). The register selector's write-out skips it where none of
+// p.relative), its slot through the table (blocks of 1 << p.slot_block_shift), or under DCP its global
+// position (the host allows neither of the others with DCP). The register selector's write-out skips it where none of
 // the three modes is on (topk_register.cuh): a new mode must be added to that condition too.
 __device__ __forceinline__ int output_index(const TopkParams& p, int r, int column, int start) {
   if (p.relative) return column - start;

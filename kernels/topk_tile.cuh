@@ -1,6 +1,7 @@
 #pragma once
-// A CTA's segment of a logits row in shared memory, as the top-k selectors read it (topk_split.cuh,
-// topk_resident.cuh): the cp.async copies and the thread-to-vector layout.
+// A CTA's segment of a logits row in shared memory, as the top-k selectors read it: the copies (cp.async;
+// bulk copies for the resident selector on sm_90) and the thread-to-vector layouts (TopkTile for
+// topk_split.cuh, TopkResidentTile for topk_resident.cuh).
 #include "cluster.cuh"
 #include "sm90_primitives.cuh"
 #include "topk_common.cuh"
