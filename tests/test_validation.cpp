@@ -10,6 +10,7 @@
 #include "flash_indexer/paged_mqa_logits.hpp"
 #include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
+#include "topk_call.hpp"
 
 using namespace flash_indexer;
 using flash_indexer::test::Contains;
@@ -227,6 +228,21 @@ void expect_topk_error(const std::function<void(TopkArgs&)>& change, const std::
 }
 
 }  // namespace
+
+TEST_CASE("topk maps slots through block_table in blocks of options.block_size", "[validation]") {
+  TopkArgs a;
+  const TensorView table = TensorView::contiguous(fake(0x90000), DType::i32, {3, 100});
+  CHECK(check_topk("topk", a.logits, a.lengths, a.indices, a.workspace, a.options).params.slot_table == nullptr);
+  a.options.block_table = table;
+  for (int size : {64, 1, 8, 16, 32}) {
+    a.options.block_size = size;
+    const kernels::TopkParams p = check_topk("topk", a.logits, a.lengths, a.indices, a.workspace, a.options).params;
+    CHECK(p.slot_table == table.data);
+    CHECK(1 << p.slot_block_shift == size);
+    CHECK(p.slot_table_blocks == 100);
+    CHECK(p.slot_rows_per_request == 2);
+  }
+}
 
 TEST_CASE("topk accepts valid arguments up to the driver, and zero rows launch nothing", "[validation]") {
   if (!driver::available()) {
