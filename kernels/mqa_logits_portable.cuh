@@ -76,16 +76,8 @@ __device__ void mqa_logits_portable(const MqaLogitsParams& p) {
     }
     __syncthreads();
 
-    {
-      float acc = 0.0f;
-      for (int h = group; h < kHeads; h += kHeadGroups) {
-        float dot = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < kHeadDim; ++d) dot = fmaf(query_s[h * kHeadDim + d], key_s[key * kKeyStride + d], dot);
-        acc = fmaf(fmaxf(dot, 0.0f), weight_s[h], acc);
-      }
-      partial_s[group * kMqaKeys + key] = acc;
-    }
+    partial_s[group * kMqaKeys + key] =
+        heads_relu_dot<kHeads, kHeadDim>(query_s, key_s + key * kKeyStride, weight_s, group, kHeadGroups);
     __syncthreads();
 
     if (tid < kMqaKeys) {  // whole warps: column tid of the block

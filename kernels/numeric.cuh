@@ -48,6 +48,22 @@ __device__ __forceinline__ void fp8x16_to_float(const uint4& raw, float* out) {
   for (int i = 0; i < 16; ++i) out[i] = fp8_e4m3_to_float((words[i / 4] >> (8 * (i % 4))) & 0xffu);
 }
 
+// The portable logits kernels' partial score of one key: the sum over heads h = first, first + step, ...
+// below kHeads of relu(query_h . key) * weight[h], the dot over d ascending, every step one fmaf. Every
+// portable kernel (ragged, paged, sparse) sums through it, so their logits agree bit for bit (the sparse
+// kernel's tests compare it with the paged one's at the same positions).
+template <int kHeads, int kHeadDim>
+__device__ __forceinline__ float heads_relu_dot(const float* query, const float* key, const float* weight, int first, int step) {
+  float acc = 0.0f;
+  for (int h = first; h < kHeads; h += step) {
+    float dot = 0.0f;
+#pragma unroll 16
+    for (int d = 0; d < kHeadDim; ++d) dot = fmaf(query[h * kHeadDim + d], key[d], dot);
+    acc = fmaf(fmaxf(dot, 0.0f), weight[h], acc);
+  }
+  return acc;
+}
+
 // 16 bytes of packed E2M1 (32 values of one group, low nibble first) times the group's scale, to
 // out[0..31].
 __device__ __forceinline__ void mxfp4x32_to_float(const uint4& raw, float scale, float* out) {

@@ -126,16 +126,9 @@ __device__ void paged_mqa_logits_portable(const PagedMqaLogitsParams& p) {
     }
     __syncthreads();
 
-    if (block_valid) {
-      float acc = 0.0f;
-      for (int h = group; h < kHeads; h += Smem::kHeadGroups) {
-        float dot = 0.0f;
-#pragma unroll 16
-        for (int d = 0; d < kHeadDim; ++d) dot = fmaf(query_s[h * kHeadDim + d], key_s[key * Smem::kKeyStride + d], dot);
-        acc = fmaf(fmaxf(dot, 0.0f), weight_s[h], acc);
-      }
-      partial_s[group * kBlockSize + key] = acc;
-    }
+    if (block_valid)
+      partial_s[group * kBlockSize + key] =
+          heads_relu_dot<kHeads, kHeadDim>(query_s, key_s + key * Smem::kKeyStride, weight_s, group, Smem::kHeadGroups);
     __syncthreads();
 
     if (tid < kBlockSize) {  // whole warps: column tid of the block

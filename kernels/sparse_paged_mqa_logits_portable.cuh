@@ -107,16 +107,9 @@ __device__ void sparse_paged_mqa_logits_portable(const SparsePagedMqaLogitsParam
 
   const int key = tid % kSparseTile;
   const int group = tid / kSparseTile;
-  if (key_offset_s[key] >= 0) {
-    float acc = 0.0f;
-    for (int h = group; h < kHeads; h += kGroups) {
-      float dot = 0.0f;
-#pragma unroll 16
-      for (int d = 0; d < kHeadDim; ++d) dot = fmaf(query_s[h * kHeadDim + d], key_s[key * kKeyStride + d], dot);
-      acc = fmaf(fmaxf(dot, 0.0f), weight_s[h], acc);
-    }
-    partial_s[group * kSparseTile + key] = acc;
-  }
+  if (key_offset_s[key] >= 0)
+    partial_s[group * kSparseTile + key] =
+        heads_relu_dot<kHeads, kHeadDim>(query_s, key_s + key * kKeyStride, weight_s, group, kGroups);
   __syncthreads();
 
   if (tid < kSparseTile) {  // whole warps: column tid of the tile
