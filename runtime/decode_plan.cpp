@@ -11,6 +11,7 @@
 #include "decode_step.hpp"
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_call.hpp"
 #include "paged_mqa_logits_kernel.hpp"
@@ -23,9 +24,16 @@ namespace {
 
 constexpr std::size_t align_up(std::size_t x, std::size_t to) { return (x + to - 1) / to * to; }
 
+// The second level's candidate blocks per row, at most: rows of up to 1M columns at 16 positions per block
+// (the model publishes 2048 of 8).
+constexpr int kMaxPlanCandidates = 65536;
+
+// Whether the plan runs the second level of two-level indexing (run_second_level).
+bool second_level(const DecodePlanConfig& c) { return c.candidates > 0; }
+
 // Whether the one-pass kernel applies to a plan of these shapes (on sm_90a).
 bool step_shapes(const DecodePlanConfig& c) {
-  return decode_step_builds(c.next_n, c.heads, c.head_dim, c.kv, Arch{9, 0, true}) && c.dcp.ranks <= 1 &&
+  return !second_level(c) && decode_step_builds(c.next_n, c.heads, c.head_dim, c.kv, Arch{9, 0, true}) && c.dcp.ranks <= 1 &&
          c.max_context <= kernels::kStepMaxWidth;
 }
 
@@ -47,6 +55,22 @@ void check_config(const DecodePlanConfig& c) {
     throw ArgumentError(
         "DecodePlan: config.physical_slots: expected false with config.dcp (the indices are global positions, "
         "for topk_merge)");
+  if (c.candidates < 0 || c.candidates > kMaxPlanCandidates)
+    fail("candidates", fmt::format("0..{}", kMaxPlanCandidates), c.candidates);
+  if (second_level(c)) {
+    if (c.candidate_block != 8 && c.candidate_block != 16) fail("candidate_block", "8 or 16", c.candidate_block);
+    if (c.dcp.ranks > 1) fail("dcp.ranks", "1 with config.candidates (the second level runs on one GPU)", c.dcp.ranks);
+    if (c.physical_slots)
+      throw ArgumentError("DecodePlan: config.physical_slots: expected false with config.candidates (the indices are positions)");
+    if (c.step == DecodeStep::one_pass)
+      throw ArgumentError("DecodePlan: config.step: one_pass does not apply with config.candidates (two kernels)");
+    try {
+      SparsePagedMqaLogitsConfig{c.heads, c.head_dim, c.candidate_block, false, c.logits, c.kv, Arch{9, 0, true}}
+          .check_supported();
+    } catch (const Error& e) {
+      throw ArgumentError(fmt::format("DecodePlan (config.candidates): {}", e.what()));
+    }
+  }
   if (c.step != DecodeStep::automatic && c.step != DecodeStep::two_kernels && c.step != DecodeStep::one_pass)
     fail("step", "automatic, two_kernels or one_pass", static_cast<int>(c.step));
   if (c.step == DecodeStep::one_pass && !step_shapes(c))
@@ -81,19 +105,26 @@ struct DecodePlanLayout {
 
 DecodePlanLayout decode_plan_layout(const DecodePlanConfig& c) {
   DecodePlanLayout l;
-  // Under DCP the logits hold this rank's columns of the longest context.
-  l.width = static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(c.max_context, c.dcp)), 64));
+  // Under DCP the logits hold this rank's columns of the longest context; in the second level a row's
+  // candidates' columns (the sparse op writes exactly that many).
+  l.width = second_level(c)
+                ? static_cast<std::int64_t>(c.candidates) * c.candidate_block
+                : static_cast<std::int64_t>(align_up(static_cast<std::size_t>(dcp_local_length(c.max_context, c.dcp)), 64));
   const std::size_t rows = static_cast<std::size_t>(c.max_batch) * c.next_n;
   const std::size_t element = c.logits == LogitsDType::f32 ? 4 : 2;
-  const bool histogram = c.histogram || one_pass_chosen(c);
+  // The second level's top-k counts its rows itself (C x block columns, resident at the model's 16K).
+  const bool histogram = (c.histogram && !second_level(c)) || one_pass_chosen(c);
   l.arrivals_offset = align_up(rows * l.width * element, 256);
   l.histogram_offset = l.arrivals_offset + (one_pass_chosen(c) ? arrivals_bytes(c) : 0);
   l.workspace_offset = align_up(l.histogram_offset + (histogram ? rows * kCoarseBins * 4 : 0), 256);
   l.spread_offset = l.workspace_offset + align_up(topk_workspace_bytes(static_cast<std::int64_t>(rows)), 256);
+  // After the workspace: the one-pass kernel's scratch, or the second level's row widths (its top-k's
+  // lengths: every column of a row is one of its candidates' positions, a masked one NaN).
   l.bytes = l.spread_offset +
             (one_pass_chosen(c)
                  ? align_up(static_cast<std::size_t>(spread_rows(c) * kernels::decode_step_spread_row_bytes(l.width)), 256)
-                 : 0);
+             : second_level(c) ? align_up(rows * 4, 256)
+                               : 0);
   return l;
 }
 
@@ -127,6 +158,18 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
       throw ArgumentError(
           fmt::format("DecodePlan: config.step: one_pass needs the sm_90a kernels (this device is {}{})", arch.name(),
                       portable_forced_by_environment() ? ", and FLASH_INDEXER_KERNEL=portable forces the portable kernels" : ""));
+    if (second_level(config_)) {
+      // The row widths, written once: run_second_level gives them to the top-k as its lengths.
+      const auto widths = static_cast<CUdeviceptr>(memory_ + spread_offset_);
+      FI_CU(cuCtxSynchronize, "DecodePlan (before writing the second level's row widths)");
+      FI_CU(cuMemsetD32Async, "DecodePlan (the second level's row widths)", widths, static_cast<unsigned int>(width_),
+            step_rows(config_), nullptr);
+      FI_CU(cuCtxSynchronize, "DecodePlan (the second level's row widths)");
+      warm_sparse_paged_mqa_logits(
+          {config_.heads, config_.head_dim, config_.candidate_block, false, config_.logits, config_.kv, Arch{}});
+      warm_topk(config_.logits);
+      return;
+    }
     // Arch{}: loaded in the current context (an explicit arch would only compile into the disk cache).
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, Arch{}};
     logits.kv = config_.kv;
@@ -213,12 +256,66 @@ void DecodePlan::run(const TensorView& q, const TensorView& q_scales, const Tens
       stream);
 }
 
+void DecodePlan::run_second_level(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                                  const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                                  const TensorView& indices, Stream stream) const {
+  run_second_level(q, TensorView{}, kv_cache, weights, context_lens, block_table, candidates, indices, stream);
+}
+
+void DecodePlan::run_second_level(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache,
+                                  const TensorView& weights, const TensorView& context_lens, const TensorView& block_table,
+                                  const TensorView& candidates, const TensorView& indices, Stream stream) const {
+  constexpr std::string_view op = "DecodePlan::run_second_level";
+  if (memory_ == 0) throw ArgumentError(fmt::format("{}: the plan was moved from", op));
+  if (!second_level(config_))
+    throw ArgumentError(fmt::format("{}: the plan has config.candidates = 0: a full-context plan runs run()", op));
+  // The top-k's checks first: sparse_paged_mqa_logits checks the rest before it enqueues its kernel, so a
+  // rejected call enqueues nothing.
+  const bool mxfp4 = config_.kv == KvFormat::mxfp4;
+  TensorChecks qc(op, "q", q);
+  if (mxfp4) qc.dtype({DType::u8});  // packed E2M1 (config.kv = mxfp4)
+  else qc.dtype({DType::fp8_e4m3});
+  qc.rank({4});
+  const std::int64_t batch = q.shape[0];
+  if (batch > config_.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config_.max_batch), qc.shape());
+  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads");
+  if (mxfp4) qc.dim(3, config_.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
+  else qc.dim(3, config_.head_dim, "config.head_dim");
+  const std::int64_t rows = batch * config_.next_n;
+  TensorChecks(op, "candidates", candidates).rank({2}).dim(1, config_.candidates, "config.candidates");
+  TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(1, config_.k, "config.k");
+  const TensorView logits_view = logits(batch);
+  const TensorView widths = TensorView::contiguous(reinterpret_cast<void*>(memory_ + spread_offset_), DType::i32, {rows});
+  TopkOptions to;
+  to.sorted = config_.sorted;
+  to.block_table = candidates;
+  to.block_size = config_.candidate_block;
+  to.pdl = config_.pdl;
+  const TopkCall topk_call = check_topk(op, logits_view, widths, indices, topk_workspace(), to);
+  SparsePagedMqaLogitsOptions so;
+  so.q_scales = q_scales;
+  so.masked_nan = true;  // never selected: a row with fewer than k live positions pads with -1
+  so.pdl = config_.pdl;
+  if (rows == 0) {
+    sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view,
+                            stream, so);  // its checks; it enqueues nothing for no rows
+    return;
+  }
+  const TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
+  sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view,
+                          stream, so);
+  enqueue(topk_launch, stream);
+}
+
 DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const TensorView& q, const TensorView& q_scales,
                             const TensorView& kv_cache, const TensorView& weights, const TensorView& context_lens,
                             const TensorView& block_table, const TensorView& indices, const TensorView& values, CUstream stream) {
   const DecodePlanConfig& config = plan.config();
   if (plan.logits(0).data == nullptr)  // the logits are the start of the plan's one allocation
     throw ArgumentError(fmt::format("{}: the plan was moved from", op));
+  if (second_level(config))
+    throw ArgumentError(
+        fmt::format("{}: the plan has config.candidates = {}: run_second_level takes the candidates", op, config.candidates));
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
   const bool mxfp4 = config.kv == KvFormat::mxfp4;
   TensorChecks qc(op, "q", q);

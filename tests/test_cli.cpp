@@ -51,6 +51,12 @@ TEST_CASE("every command has --help and wrong arguments exit 2 with a usage mess
   CHECK_THAT(out, Contains("--dcp expects an integer >= 1, got '0'"));
   CHECK(cli("bench decode --dcp-interleave 64", &out) == 2);
   CHECK_THAT(out, Contains("--dcp-interleave: only with --dcp D"));
+  CHECK(cli("bench decode --two-level 2048 --candidate-block 4", &out) == 2);
+  CHECK_THAT(out, Contains("--candidate-block expects 8 or 16, got 4"));
+  CHECK(cli("bench decode --candidate-block 16", &out) == 2);
+  CHECK_THAT(out, Contains("--candidate-block: only with --two-level C"));
+  CHECK(cli("bench decode --two-level 2048 --dcp 2", &out) == 2);
+  CHECK_THAT(out, Contains("--two-level: not with --dcp"));
   CHECK(cli("bench decode --dcp 2 --pdl 1", &out) == 2);
   CHECK_THAT(out, Contains("--pdl: not with --dcp"));
   CHECK(cli("recall --heads 48", &out) == 2);

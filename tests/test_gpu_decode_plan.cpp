@@ -260,6 +260,38 @@ TEST_CASE("DecodePlan rejects bad configurations and shapes, naming them", "[pla
   CHECK_THROWS_AS(DecodePlan(ok, PlanMemory{reinterpret_cast<void*>(0x100000), need - 256}), ArgumentError);
 }
 
+TEST_CASE("DecodePlan's second level (config.candidates) rejects what it does not run, naming it", "[plan]") {
+  DecodePlanConfig c{2, 1, 64, 128, 512, LogitsDType::f32, 1 << 20};
+  c.candidates = 2048;
+  // Its logits are the candidates' columns, whatever max_context.
+  const std::size_t need = DecodePlan::required_bytes(c);
+  c.max_context = 1000;
+  CHECK(DecodePlan::required_bytes(c) == need);
+  CHECK(need >= 2 * 2048 * 8 * 4);
+  auto rejects = [](DecodePlanConfig bad, const char* what) {
+    CHECK_THROWS_WITH(DecodePlan::required_bytes(bad), flash_indexer::test::Contains(what));
+    CHECK_THROWS_AS(DecodePlan::required_bytes(bad), ArgumentError);
+  };
+  DecodePlanConfig bad = c;
+  bad.candidate_block = 4;
+  rejects(bad, "config.candidate_block: expected 8 or 16, got 4");
+  bad = c;
+  bad.candidates = -1;
+  rejects(bad, "config.candidates: expected 0..65536, got -1");
+  bad = c;
+  bad.physical_slots = true;
+  rejects(bad, "config.physical_slots: expected false with config.candidates");
+  bad = c;
+  bad.step = DecodeStep::one_pass;
+  rejects(bad, "config.step: one_pass does not apply with config.candidates");
+  bad = c;
+  bad.dcp = {2, 0, 1};
+  rejects(bad, "config.dcp.ranks: expected 1 with config.candidates");
+  bad = c;
+  bad.heads = 16;
+  rejects(bad, "DecodePlan (config.candidates)");
+}
+
 // The plan fuses the histogram only where it pays (decode_histogram_used; docs/benchmarks/decode.md,
 // "The histogram by next_n"): asked for, rows streamed by the top-k, next_n at most 2.
 TEST_CASE("DecodePlan fuses the histogram for streamed rows at next_n 1-2 only", "[plan]") {

@@ -3,7 +3,8 @@
 // lengths with 0, candidate lists with every kind of entry (the last partial block, duplicates, -1,
 // negative, past the row, all invalid), table slots past the live range that would fault if read, an id
 // outside the cache (NaN), poisoned outputs; and the second level's top-k in one call (masked columns
-// NaN, topk() mapping its columns through the candidates) against the reference.
+// NaN, topk() mapping its columns through the candidates) against the reference; and DecodePlan's
+// second level (config.candidates), eager and replayed in a CUDA graph.
 #include "catch_compat.hpp"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <random>
 
 #include "driver.hpp"
+#include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/sparse_paged_mqa_logits.hpp"
@@ -268,4 +270,151 @@ TEST_CASE("gpu: sparse logits of an empty call write nothing, and a CUDA graph r
   CHECK(replayed != before);
   cu.cuGraphExecDestroy(exec);
   cu.cuGraphDestroy(graph);
+}
+
+namespace {
+
+// DecodePlan::run_second_level for one batch: its logits are bitwise the sparse op's with masked columns
+// NaN, its indices the reference top-k of those logits mapped through the candidates to positions.
+void check_second_level(const DecodePlan& plan, const ck::LogitsCase& c, const ck::HostInputs& host, const ck::LogitsViews& v,
+                        ck::DeviceBuffer& dc, const std::vector<std::int32_t>& candidates, ck::DeviceBuffer& indices,
+                        bool run_eagerly) {
+  const DecodePlanConfig& pc = plan.config();
+  const int rows = host.batch * pc.next_n, C = pc.candidates, block = pc.candidate_block;
+  const std::int64_t columns = static_cast<std::int64_t>(C) * block;
+  const TensorView cv = TensorView::contiguous(dc.data(), DType::i32, {rows, C});
+  const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+  if (run_eagerly) {
+    indices.fill(ck::kPoison);
+    const TensorView pl = plan.logits(host.batch);
+    FI_CU(cuMemsetD8Async, "test", reinterpret_cast<CUdeviceptr>(pl.data), ck::kPoison,
+          static_cast<std::size_t>(pl.numel()) * dtype_size(pl.dtype), session().stream());
+    if (pc.kv == KvFormat::mxfp4)
+      plan.run_second_level(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, iv, session().stream());
+    else plan.run_second_level(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, iv, session().stream());
+  }
+  session().synchronize();
+  const std::size_t elem = pc.logits == LogitsDType::f32 ? 4 : 2;
+  const std::vector<std::uint8_t> got = [&] {
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(rows * columns) * elem);
+    driver::check(driver::api().cuMemcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(plan.logits(host.batch).data), out.size()),
+                  "cuMemcpyDtoH");
+    return out;
+  }();
+  ck::DeviceBuffer direct(static_cast<std::size_t>(rows * columns) * elem + 16);
+  direct.fill(ck::kPoison);
+  SparsePagedMqaLogitsOptions so;
+  so.q_scales = v.q_scales;
+  so.masked_nan = true;
+  sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, block,
+                          TensorView::contiguous(direct.data(), tensor_dtype(pc.logits), {rows, columns}), session().stream(),
+                          so);
+  session().synchronize();
+  const std::vector<std::uint8_t> want_logits = direct.to_host<std::uint8_t>(got.size());
+  REQUIRE(got == want_logits);
+  std::vector<float> stored(static_cast<std::size_t>(rows * columns));
+  for (std::size_t i = 0; i < stored.size(); ++i) stored[i] = stored_value(got, pc.logits, static_cast<std::int64_t>(i));
+  const ref::TopkResult cols = ref::topk(stored, columns, columns, std::vector<std::int64_t>(rows, columns), pc.k, true);
+  std::vector<std::int32_t> want = ref::sparse_positions(cols.indices, pc.k, candidates.data(), C, block);
+  std::vector<std::int32_t> have = indices.to_host<std::int32_t>(want.size());
+  if (!pc.sorted)  // the order of an unsorted plan is the selector's, compared as sets
+    for (int r = 0; r < rows; ++r) {
+      std::sort(want.begin() + static_cast<std::ptrdiff_t>(r) * pc.k, want.begin() + static_cast<std::ptrdiff_t>(r + 1) * pc.k);
+      std::sort(have.begin() + static_cast<std::ptrdiff_t>(r) * pc.k, have.begin() + static_cast<std::ptrdiff_t>(r + 1) * pc.k);
+    }
+  INFO(ck::describe(c) << " C " << C << " block " << block << " k " << pc.k);
+  REQUIRE(have == want);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: DecodePlan's second level (config.candidates) equals the reference top-k over the candidates",
+          "[gpu][plan][sparse]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  struct Case {
+    DecodePlanConfig pc;
+    std::vector<int> lengths;
+  };
+  auto config = [](int max_batch, int next_n, int heads, int k, LogitsDType logits, KvFormat kv, int C, int block, bool sorted) {
+    DecodePlanConfig pc{max_batch, next_n, heads, 128, k, logits, 4096, true, false, sorted, kv};
+    pc.candidates = C;
+    pc.candidate_block = block;
+    return pc;
+  };
+  const Case cases[] = {
+      {config(4, 2, 64, 50, LogitsDType::f32, KvFormat::fp8, 37, 8, false), {700, 0, 2000, 65}},
+      {config(3, 1, 32, 64, LogitsDType::f16, KvFormat::mxfp4, 20, 16, true), {300, 5000, 17}},
+      {config(2, 3, 64, 300, LogitsDType::bf16, KvFormat::fp8, 133, 8, true), {1500, 70}},
+  };
+  for (const Case& k : cases) {
+    const DecodePlanConfig& pc = k.pc;
+    DecodePlan plan(pc);
+    CHECK(plan.width() == static_cast<std::int64_t>(pc.candidates) * pc.candidate_block);
+    CHECK(plan.workspace_bytes() == DecodePlan::required_bytes(pc));
+    ck::LogitsCase c;
+    c.config = {pc.next_n, pc.heads, pc.head_dim, 64, false, pc.logits, {}, PagedMqaLogitsVariant::automatic, pc.kv};
+    c.lens_2d = false;
+    c.lengths = k.lengths;
+    c.seed = rng();
+    ck::HostInputs host = ck::make_inputs(c);
+    ck::DeviceInputs d = ck::upload(host, c);
+    const ck::LogitsViews v = ck::views(d, host, c);
+    const ref::PagedMqaLogitsInputs in = host.reference_view(c);
+    const int rows = host.batch * pc.next_n;
+    std::vector<std::int64_t> lens(rows);
+    for (int r = 0; r < rows; ++r) lens[r] = ref::row_length(in, r / pc.next_n, r % pc.next_n);
+    std::vector<std::int32_t> candidates = make_candidates(lens, pc.candidates, pc.candidate_block, rng);
+    ck::DeviceBuffer dc = ck::DeviceBuffer::from(candidates);
+    ck::DeviceBuffer indices(static_cast<std::size_t>(pc.max_batch) * pc.next_n * pc.k * 4);
+    check_second_level(plan, c, host, v, dc, candidates, indices, true);
+
+    // A full-context call on this plan, and this plan's call with the wrong candidates, are rejected and
+    // change no byte.
+    indices.fill(ck::kPoison);
+    const TensorView iv = TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k});
+    const TensorView cv = TensorView::contiguous(dc.data(), DType::i32, {rows, pc.candidates});
+    if (pc.kv == KvFormat::fp8) {
+      CHECK_THROWS_WITH(plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, iv, session().stream()),
+                        test::Contains("run_second_level takes the candidates"));
+      CHECK_THROWS_WITH(
+          plan.run_second_level(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table,
+                                TensorView::contiguous(dc.data(), DType::i32, {rows, pc.candidates - 1}), iv, session().stream()),
+          test::Contains("candidates"));
+      DecodePlanConfig full = pc;
+      full.candidates = 0;
+      full.max_context = 8192;
+      const DecodePlan full_plan(full);
+      CHECK_THROWS_WITH(
+          full_plan.run_second_level(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, iv, session().stream()),
+          test::Contains("config.candidates = 0"));
+    }
+    session().synchronize();
+    for (std::uint8_t b : indices.to_host<std::uint8_t>(static_cast<std::size_t>(rows) * pc.k * 4)) REQUIRE(b == ck::kPoison);
+
+    // Captured once; replayed with new candidates and new lengths.
+    CUstream stream = session().stream();
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    if (pc.kv == KvFormat::mxfp4)
+      plan.run_second_level(v.q, v.q_scales, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, iv, stream);
+    else plan.run_second_level(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, iv, stream);
+    FI_CU(cuStreamEndCapture, "test", stream, &graph);
+    FI_CU(cuGraphInstantiate, "test", &exec, graph, 0);
+    for (int replay = 0; replay < 2; ++replay) {
+      INFO("replay " << replay);
+      for (auto& len : host.context_lens) len = static_cast<std::int32_t>(rng() % (len + 1));
+      d.context_lens.upload(host.context_lens.data(), host.context_lens.size() * 4);
+      const ref::PagedMqaLogitsInputs now = host.reference_view(c);
+      for (int r = 0; r < rows; ++r) lens[r] = ref::row_length(now, r / pc.next_n, r % pc.next_n);
+      candidates = make_candidates(lens, pc.candidates, pc.candidate_block, rng);
+      dc.upload(candidates.data(), candidates.size() * 4);
+      indices.fill(ck::kPoison);
+      FI_CU(cuGraphLaunch, "test", exec, stream);
+      check_second_level(plan, c, host, v, dc, candidates, indices, false);
+    }
+    driver::api().cuGraphExecDestroy(exec);
+    driver::api().cuGraphDestroy(graph);
+  }
 }

@@ -35,12 +35,34 @@ int main(int argc, char** argv) {
     if (command == "list" || command == "presets") flags = {"--json"};
     if (command == "check") flags = {"--quick"}, valued = {};
     if (command == "recall") valued = {"--k", "--heads", "--rows", "--lengths", "--seed", "--kv"};
-    if (command == "bench")
-      flags = {"--cold-l2", "--fixed-length"},
-      valued = {"--batch",           "--lengths", "--next-n", "--heads", "--hist",    "--dtype", "--replays",
-                "--compare",         "--json",    "--rows",   "--k",     "--ragged",  "--split", "--input",
-                "--width",           "--tokens",  "--kv",     "--pdl",   "--variant", "--dcp",   "--dcp-interleave",
-                "--resident-blocks", "--preset"};
+    if (command == "bench") {
+      flags = {"--cold-l2", "--fixed-length"};
+      valued = {"--batch",
+                "--lengths",
+                "--next-n",
+                "--heads",
+                "--hist",
+                "--dtype",
+                "--replays",
+                "--compare",
+                "--json",
+                "--rows",
+                "--k",
+                "--ragged",
+                "--split",
+                "--input",
+                "--width",
+                "--tokens",
+                "--kv",
+                "--pdl",
+                "--variant",
+                "--dcp",
+                "--dcp-interleave",
+                "--resident-blocks",
+                "--preset",
+                "--two-level",
+                "--candidate-block"};
+    }
     const Args args(command, argc - first, argv + first, flags, valued);
     if (args.help()) {
       std::fputs(usage->second.c_str(), stdout);

@@ -59,6 +59,14 @@ struct DecodePlanConfig {
   DcpLayout dcp{};
   // One pass or two kernels (DecodeStep); the indices are the same bytes either way.
   DecodeStep step = DecodeStep::automatic;
+  // Two-level indexing's second level (docs/design/two-level.md): with candidates > 0 the plan scores each
+  // query row's `candidates` blocks of `candidate_block` (8 or 16) positions only and writes the top-k
+  // context positions among them (run_second_level: sparse_paged_mqa_logits with masked columns NaN, then
+  // topk mapping columns through the candidates; -1 pads a row with fewer than k live positions). Its
+  // logits are [rows, candidates * candidate_block], whatever max_context; two kernels, no DCP, positions
+  // only (not physical_slots). 0: the full-context plan of run().
+  int candidates = 0;
+  int candidate_block = 8;
 };
 
 class DecodePlan {
@@ -86,6 +94,17 @@ class DecodePlan {
   // [B, next_n, H], as paged_mqa_logits() takes them (options.q_scales).
   void run(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
            const TensorView& context_lens, const TensorView& block_table, const TensorView& indices, Stream stream) const;
+  // The second level (config.candidates > 0): as run(), plus candidates int32 [B * next_n, config.candidates]
+  // (inner stride 1), blocks of each row's context as sparse_paged_mqa_logits() takes them (any order,
+  // -1 / out-of-range entries never read nor selected); indices are context positions. Not capturable
+  // across a change of B, as run().
+  void run_second_level(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                        const TensorView& indices, Stream stream) const;
+  // Its MXFP4 form (config.kv = mxfp4), with the query's exponents as run() takes them.
+  void run_second_level(const TensorView& q, const TensorView& q_scales, const TensorView& kv_cache, const TensorView& weights,
+                        const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                        const TensorView& indices, Stream stream) const;
 
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer

@@ -202,17 +202,21 @@ class DecodePlan(_ext.DecodePlan):
     `pdl=True`: the plan's kernels are programmatic dependent launches (DecodePlanConfig::pdl);
     `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp);
     `step`: "automatic", "two_kernels" or "one_pass" (DecodePlanConfig::step; the one pass is opt-in,
-    docs/design/decode-step.md)."""
+    docs/design/decode-step.md);
+    `candidates=C`, `candidate_block=8|16`: two-level indexing's second level (DecodePlanConfig::candidates,
+    docs/design/two-level.md): run() then takes `candidates` (int32 [B * next_n, C], blocks of each row's
+    context) and writes the top-k context positions among them, -1 padding."""
 
     def __init__(self, *, max_batch, next_n, heads, head_dim, k, logits="float16", max_context=131072,
                  histogram=True, physical_slots=False, sorted=False, kv="fp8", pdl=False, dcp=None, memory=None,
-                 step="automatic"):
+                 step="automatic", candidates=0, candidate_block=8):
         """`memory`: the uint8 CUDA tensor the plan works in (DecodePlan.required_bytes(...) bytes, 256-byte
         aligned), kept alive by the plan; by default one from torch's caching allocator on the current
         device where torch has CUDA, else the plan allocates its own."""
         config = dict(max_batch=max_batch, next_n=next_n, heads=heads, head_dim=head_dim, k=k,
                       logits=_dtype_name(logits), max_context=max_context, histogram=histogram,
-                      physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp, step=step)
+                      physical_slots=physical_slots, sorted=sorted, kv=kv, pdl=pdl, dcp=dcp, step=step,
+                      candidates=candidates, candidate_block=candidate_block)
         if memory is None:
             memory = _torch_buffer(lambda: _ext.DecodePlan.required_bytes(**config))
         super().__init__(**config, memory=memory)
@@ -229,12 +233,14 @@ class DecodePlan(_ext.DecodePlan):
         config.update(options)
         return cls(max_batch=max_batch, **config)
 
-    def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None):
+    def run(self, q, kv_cache, weights, context_lens, block_table, indices, *, stream=None, q_scales=None,
+            candidates=None):
         """Writes the top-k indices (int32 [B * next_n, k]) of one decode step; returns `indices`.
         Capturable in torch.cuda.graph (the stream defaults to the current torch stream). A plan with
-        kv="mxfp4" takes the packed E2M1 query and its exponents (`q_scales`, int32 [B, next_n, H])."""
+        kv="mxfp4" takes the packed E2M1 query and its exponents (`q_scales`, int32 [B, next_n, H]); a
+        second-level plan (candidates=C) its candidate blocks (`candidates`), and writes positions."""
         super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
-                    stream=current_stream(stream), q_scales=q_scales)
+                    stream=current_stream(stream), q_scales=q_scales, candidates=candidates)
         return indices
 
 

@@ -378,7 +378,8 @@ fi::PlanMemory plan_memory(const char* op, const std::optional<AnyArray>& memory
 fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_n, int heads, int head_dim, int k,
                                         const std::string& logits, std::int64_t max_context, bool histogram, bool physical_slots,
                                         bool sorted, const std::string& kv, bool pdl,
-                                        std::optional<std::tuple<int, int, int>> dcp, const std::string& step = "automatic") {
+                                        std::optional<std::tuple<int, int, int>> dcp, const std::string& step = "automatic",
+                                        int candidates = 0, int candidate_block = 8) {
   fi::DecodePlanConfig c;
   c.max_batch = max_batch;
   c.next_n = next_n;
@@ -394,6 +395,8 @@ fi::DecodePlanConfig decode_plan_config(const char* op, int max_batch, int next_
   c.pdl = pdl;
   c.dcp = dcp_layout_of(dcp);
   c.step = decode_step_of(op, step);
+  c.candidates = candidates;
+  c.candidate_block = candidate_block;
   return c;
 }
 
@@ -642,9 +645,11 @@ NB_MODULE(_flash_indexer, m) {
           "__init__",
           [](fi::DecodePlan* self, int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits,
              std::int64_t max_context, bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
-             std::optional<std::tuple<int, int, int>> dcp, std::optional<AnyArray> memory, const std::string& step) {
-            const fi::DecodePlanConfig c = decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
-                                                              max_context, histogram, physical_slots, sorted, kv, pdl, dcp, step);
+             std::optional<std::tuple<int, int, int>> dcp, std::optional<AnyArray> memory, const std::string& step,
+             int candidates, int candidate_block) {
+            const fi::DecodePlanConfig c =
+                decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits, max_context, histogram,
+                                   physical_slots, sorted, kv, pdl, dcp, step, candidates, candidate_block);
             const fi::PlanMemory buffer = plan_memory("DecodePlan", memory);
             nb::gil_scoped_release release;
             new (self) fi::DecodePlan(c, buffer);
@@ -652,37 +657,42 @@ NB_MODULE(_flash_indexer, m) {
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
-          nb::arg("dcp").none() = nb::none(), nb::arg("memory").none() = nb::none(), nb::arg("step") = "automatic")
+          nb::arg("dcp").none() = nb::none(), nb::arg("memory").none() = nb::none(), nb::arg("step") = "automatic",
+          nb::arg("candidates") = 0, nb::arg("candidate_block") = 8)
       .def_static(
           "required_bytes",
           [](int max_batch, int next_n, int heads, int head_dim, int k, const std::string& logits, std::int64_t max_context,
              bool histogram, bool physical_slots, bool sorted, const std::string& kv, bool pdl,
-             std::optional<std::tuple<int, int, int>> dcp, const std::string& step) {
+             std::optional<std::tuple<int, int, int>> dcp, const std::string& step, int candidates, int candidate_block) {
             return fi::DecodePlan::required_bytes(decode_plan_config("DecodePlan", max_batch, next_n, heads, head_dim, k, logits,
                                                                      max_context, histogram, physical_slots, sorted, kv, pdl, dcp,
-                                                                     step));
+                                                                     step, candidates, candidate_block));
           },
           nb::kw_only(), nb::arg("max_batch"), nb::arg("next_n"), nb::arg("heads"), nb::arg("head_dim"), nb::arg("k"),
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
-          nb::arg("dcp").none() = nb::none(), nb::arg("step") = "automatic",
-          "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
+          nb::arg("dcp").none() = nb::none(), nb::arg("step") = "automatic", nb::arg("candidates") = 0,
+          nb::arg("candidate_block") = 8, "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
-             AnyArray block_table, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> q_scales) {
+             AnyArray block_table, AnyArray indices, std::uintptr_t stream, std::optional<AnyArray> q_scales,
+             std::optional<AnyArray> candidates) {
             constexpr const char* op = "DecodePlan.run";
-            const fi::TensorView sv = optional_view(op, "q_scales", q_scales);
+            const fi::TensorView sv = optional_view(op, "q_scales", q_scales), cv = optional_view(op, "candidates", candidates);
             const fi::TensorView qv = query_view(op, q, q_scales.has_value()), kv = device_view(op, "kv_cache", kv_cache),
                                  wv = device_view(op, "weights", weights), lv = device_view(op, "context_lens", context_lens),
                                  tv = device_view(op, "block_table", block_table), iv = device_view(op, "indices", indices);
             nb::gil_scoped_release release;
-            plan.run(qv, sv, kv, wv, lv, tv, iv, stream_of(stream));
+            if (candidates) plan.run_second_level(qv, sv, kv, wv, lv, tv, cv, iv, stream_of(stream));
+            else plan.run(qv, sv, kv, wv, lv, tv, iv, stream_of(stream));
           },
           nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
           nb::arg("indices"), nb::kw_only(), nb::arg("stream"), nb::arg("q_scales").none() = nb::none(),
+          nb::arg("candidates").none() = nb::none(),
           "Writes the top-k indices (int32 [B * next_n, k]) of one decode step on `stream`; an MXFP4 plan "
-          "(kv='mxfp4') takes the packed query and its exponents (`q_scales`).")
+          "(kv='mxfp4') takes the packed query and its exponents (`q_scales`); a second-level plan "
+          "(candidates > 0) takes each row's candidate blocks (`candidates`) and writes context positions.")
       .def_prop_ro("width", &fi::DecodePlan::width, "Columns of the plan's logits buffer.")
       .def_prop_ro("workspace_bytes", &fi::DecodePlan::workspace_bytes, "Device memory the plan holds.")
       .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })

@@ -87,6 +87,11 @@ def test_bad_configurations_raise_value_error():
     bare = dict(max_batch=1, next_n=1, heads=64, head_dim=128, k=2048, max_context=4096, histogram=False)
     one = fi.DecodePlan.required_bytes(**bare, step="one_pass")
     assert one > fi.DecodePlan.required_bytes(**bare) and one % 256 == 0
+    # The second level (candidates): its logits are the candidates' columns, whatever max_context.
+    second = dict(max_batch=2, next_n=1, heads=64, head_dim=128, k=512, candidates=2048)
+    assert fi.DecodePlan.required_bytes(**second, max_context=1 << 20) == fi.DecodePlan.required_bytes(**second)
+    with pytest.raises(ValueError, match="config.candidate_block: expected 8 or 16, got 4"):
+        fi.DecodePlan.required_bytes(**second, candidate_block=4)
     with pytest.raises(ValueError, match="logits dtype: expected float32, float16 or bfloat16"):
         fi.warm_topk("int8")
     with pytest.raises(ValueError, match="variant: expected automatic, portable or sm90"):

@@ -192,7 +192,14 @@ def test_second_level_topk_in_one_call_writes_live_context_positions(block):
     workspace = torch.empty(fi.topk_workspace_bytes(rows), dtype=torch.uint8, device="cuda")
     width = torch.full((rows,), C * block, dtype=torch.int32, device="cuda")
     fi.topk(logits, width, indices, workspace, block_table=to_cuda(candidates), block_size=block)
+    # DecodePlan's second level does both in one call: the same bytes.
+    plan = fi.DecodePlan(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits=logits.dtype, candidates=C,
+                         candidate_block=block)
+    from_plan = torch.full_like(indices, 12345)
+    plan.run(to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens), to_cuda(table), from_plan,
+             candidates=to_cuda(candidates))
     torch.cuda.synchronize()
+    assert torch.equal(from_plan, indices)
     got = indices.cpu().numpy()
     for r in range(rows):
         live = sorted({int(c) * block + o for c in candidates[r] if 0 <= c < -(-lengths[r] // block)

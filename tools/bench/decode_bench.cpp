@@ -7,10 +7,38 @@
 
 #include "flash_indexer/decode_plan.hpp"
 #include "flash_indexer/error.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "gpu_timer.hpp"
 #include "paged_inputs.hpp"
 
 namespace flash_indexer::bench {
+
+namespace {
+
+// The two-level mode's candidates: per query row (MTP rule: row b * next_n + j sees lengths[b] - next_n
+// + j + 1 positions) `count` distinct blocks of `block` positions drawn uniformly from its context, in
+// ascending order (as the first level publishes them), -1 past the row's blocks. Returns the live
+// candidate positions over all rows.
+std::int64_t draw_candidates(const std::vector<std::int32_t>& lengths, int next_n, int count, int block, std::mt19937_64& rng,
+                             std::vector<std::int32_t>& out) {
+  const std::int64_t rows = static_cast<std::int64_t>(lengths.size()) * next_n;
+  out.assign(static_cast<std::size_t>(rows * count), -1);
+  std::vector<std::int32_t> all;
+  std::int64_t live = 0;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t len = std::max<std::int64_t>(0, lengths[r / next_n] - next_n + r % next_n + 1);
+    const std::int32_t blocks = static_cast<std::int32_t>((len + block - 1) / block);
+    all.resize(blocks);
+    for (std::int32_t i = 0; i < blocks; ++i) all[i] = i;
+    std::int32_t* row = out.data() + r * count;
+    const std::int32_t* end = std::sample(all.begin(), all.end(), row, std::min(count, blocks), rng);  // keeps their order
+    for (const std::int32_t* c = row; c != end; ++c)
+      live += std::min<std::int64_t>(block, len - static_cast<std::int64_t>(*c) * block);
+  }
+  return live;
+}
+
+}  // namespace
 
 std::vector<DecodeShape> decode_shapes(const DecodeBenchOptions& o) {
   std::vector<DecodeShape> out;
@@ -49,7 +77,11 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   const int max_next_n = *std::max_element(o.next_ns.begin(), o.next_ns.end());
   const int max_heads = *std::max_element(o.heads.begin(), o.heads.end());
   std::unique_ptr<PagedInputs> inputs;  // one key cache's at a time (the pool is several times L2)
-  check::DeviceBuffer indices(static_cast<std::size_t>(max_batch) * max_next_n * o.k * 4);
+  const std::int64_t max_rows = static_cast<std::int64_t>(max_batch) * max_next_n;
+  check::DeviceBuffer indices(static_cast<std::size_t>(max_rows) * o.k * 4);
+  // The two-level mode's candidates.
+  check::DeviceBuffer candidates(o.two_level > 0 ? static_cast<std::size_t>(max_rows) * o.two_level * 4 : 16);
+  std::vector<std::int32_t> host_candidates;
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
   for (const DecodeShape& s : decode_shapes(o)) {
@@ -72,11 +104,12 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       continue;
     }
     const DecodePlan& plan = *plan_slot;
-    // The one-pass step beside it, where it applies to the cell (DecodeStep::one_pass).
+    // The one-pass step beside it, where it applies to the cell (DecodeStep::one_pass); not in the
+    // two-level mode, whose cells time the second level instead.
     pc.step = DecodeStep::one_pass;
     std::optional<DecodePlan> one;
     try {
-      one.emplace(pc);
+      if (o.two_level == 0) one.emplace(pc);
     } catch (const ArgumentError&) {
     }
     const auto q = inputs->q(s.next_n, s.heads);
@@ -108,6 +141,35 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       r.one_pass_bytes_per_row = static_cast<double>(one->workspace_bytes()) / (static_cast<double>(pc.max_batch) * pc.next_n);
     r.kv_bytes = static_cast<double>(inputs->blocks_read()) * inputs->block_bytes();
     r.kv_floor_us = r.kv_bytes / read_bandwidth * 1e6;
+    if (o.two_level > 0) {
+      const std::int64_t live =
+          draw_candidates(inputs->lengths(), s.next_n, o.two_level, o.candidate_block, rng, host_candidates);
+      candidates.upload(host_candidates.data(), host_candidates.size() * 4);
+      const auto cv = TensorView::contiguous(candidates.data(), DType::i32, {rows, o.two_level});
+      DecodePlanConfig sc = decode_plan_config(s, o.k, inputs->width());
+      sc.candidates = o.two_level;
+      sc.candidate_block = o.candidate_block;
+      const DecodePlan second(sc);
+      r.two_level_us = time_graph(
+                           gpu,
+                           [&](CUstream st) {
+                             if (s.kv == KvFormat::mxfp4) second.run_second_level(q, q_scales, kv, w, lens, table, cv, iv, st);
+                             else second.run_second_level(q, kv, w, lens, table, cv, iv, st);
+                           },
+                           o.replays)
+                           .median_us;
+      SparsePagedMqaLogitsOptions so;
+      so.q_scales = q_scales;
+      so.masked_nan = true;
+      const TensorView sv = second.logits(s.batch);
+      r.sparse_logits_us =
+          time_graph(
+              gpu, [&](CUstream st) { sparse_paged_mqa_logits(q, kv, w, lens, table, cv, o.candidate_block, sv, st, so); },
+              o.replays)
+              .median_us;
+      r.candidate_bytes = static_cast<double>(live) * (static_cast<double>(inputs->block_bytes()) / 64);
+      r.candidate_floor_us = r.candidate_bytes / read_bandwidth * 1e6;
+    }
     out.push_back(r);
     if (on_row) on_row(r);
   }

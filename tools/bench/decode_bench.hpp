@@ -32,6 +32,11 @@ struct DecodeBenchOptions {
   PagedValues values = PagedValues::bytes;
   // Lengths uniform in [0.7, 1.3] L (false), or in [L / 2, L] (true: ragged batches).
   bool ragged = false;
+  // The two-level mode (docs/design/two-level.md): per query row `two_level` candidate blocks of
+  // `candidate_block` positions, drawn at random from the row's context (all of them where it has
+  // fewer, -1 padding), scored by sparse_paged_mqa_logits and selected by one topk call; 0: off.
+  int two_level = 0;
+  int candidate_block = 8;
   std::uint64_t seed = 1;
 };
 
@@ -59,6 +64,11 @@ struct DecodeBenchRow {
   double one_pass_bytes_per_row = 0;  // the same for the one-pass plan; 0 where it does not apply
   double kv_bytes = 0;   // KV blocks read (keys and scales)
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
+  // The two-level mode's second level, where options.two_level > 0 (the one-pass plan is then not run):
+  double two_level_us = 0;       // DecodePlan::run_second_level (config.candidates = two_level): sparse logits + top-k
+  double sparse_logits_us = 0;   // sparse_paged_mqa_logits alone
+  double candidate_bytes = 0;    // the live candidate positions' keys and scales, every query row its own
+  double candidate_floor_us = 0;  // candidate_bytes / read bandwidth
 };
 
 // `on_skip`: a cell whose plan configuration DecodePlan rejects, with the reason.

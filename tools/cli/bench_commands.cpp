@@ -195,8 +195,14 @@ int cmd_bench_decode(const Args& args) {
   o.ragged = args.int_value("--ragged", 0, 0) != 0;
   o.k = parse_k(args, o.k);
   o.replays = args.int_value("--replays", o.replays, 1);
+  o.two_level = args.int_value("--two-level", 0, 0);
+  o.candidate_block = args.int_value("--candidate-block", o.candidate_block, 1);
+  if (o.candidate_block != 8 && o.candidate_block != 16)
+    throw UsageError(fmt::format("--candidate-block expects 8 or 16, got {}", o.candidate_block));
+  if (args.value("--candidate-block") && o.two_level == 0) throw UsageError("--candidate-block: only with --two-level C");
   const int ranks = args.int_value("--dcp", 1, 1);
   const int interleave = args.int_value("--dcp-interleave", 1, 1);
+  if (ranks > 1 && o.two_level > 0) throw UsageError("--two-level: not with --dcp");
   if (ranks > 1) {
     if (args.value("--pdl")) throw UsageError("--pdl: not with --dcp (the DCP plan runs without programmatic launches here)");
     if (o.kvs != std::vector<fi::KvFormat>{fi::KvFormat::fp8})
@@ -208,15 +214,24 @@ int cmd_bench_decode(const Args& args) {
   if (!bench_gpu) return 1;
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
-  std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "kv", "hist", "pdl",
-              "us", "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
+  if (o.two_level > 0)
+    std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %6s %9s %9s %10s %6s\n", "H", "n", "B", "L", "out", "kv", "hist", "pdl",
+                "us", "logits_us", "C", "two_us", "sparse_us", "cand_floor", "x_cand");
+  else
+    std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "kv", "hist",
+                "pdl", "us", "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
   nlohmann::json json = nlohmann::json::array();
   const auto on_row = [&](const bn::DecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
-    std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
-                s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us,
-                r.logits_us, r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024,
-                r.one_pass_bytes_per_row / 1024);
+    if (o.two_level > 0)
+      std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %6d %9.2f %9.2f %10.2f %6.2f\n", s.heads, s.next_n, s.batch,
+                  s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.logits_us,
+                  o.two_level, r.two_level_us, r.sparse_logits_us, r.candidate_floor_us, r.two_level_us / r.candidate_floor_us);
+    else
+      std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
+                  s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us,
+                  r.logits_us, r.us / r.logits_us, r.kv_floor_us, r.us / r.kv_floor_us, r.plan_bytes_per_row / 1024,
+                  r.one_pass_bytes_per_row / 1024);
     std::fflush(stdout);
     nlohmann::json row = shape_json(s, r.k);
     row.update({{"pdl", s.pdl},
@@ -228,6 +243,13 @@ int cmd_bench_decode(const Args& args) {
                 {"kv_bytes", r.kv_bytes},
                 {"kv_floor_us", r.kv_floor_us},
                 {"read_bandwidth", bandwidth}});
+    if (o.two_level > 0)
+      row.update({{"candidates", o.two_level},
+                  {"candidate_block", o.candidate_block},
+                  {"two_level_us", r.two_level_us},
+                  {"sparse_logits_us", r.sparse_logits_us},
+                  {"candidate_bytes", r.candidate_bytes},
+                  {"candidate_floor_us", r.candidate_floor_us}});
     json.push_back(row);
   };
   const auto on_skip = [](const bn::DecodeShape& s, const std::string& why) {

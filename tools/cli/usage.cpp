@@ -76,7 +76,7 @@ one table row per case. Exits 1 if any case fails.
        flash-indexer bench decode [--preset NAME] [--batch LIST] [--lengths LIST] [--next-n LIST] [--heads LIST]
                                [--hist LIST] [--dtype LIST] [--kv LIST] [--pdl LIST] [--k K] [--replays N]
                                [--input bytes|normal] [--ragged 0|1] [--dcp D] [--dcp-interleave I]
-                               [--json FILE]
+                               [--two-level C] [--candidate-block 8|16] [--json FILE]
        flash-indexer bench prefill [--tokens LIST] [--lengths LIST] [--heads LIST] [--dtype LIST] [--k K]
                                [--replays N] [--json FILE]
 
@@ -138,6 +138,13 @@ bytes / read bandwidth; KiB/row, one_KiB: the plan's and the one-pass plan's dev
                      its DecodePlan alone (local_us; gather_us = the all-gather and merge), one DecodePlan
                      over the whole cache on GPU 0 (one_gpu), and the floor of one rank's KV share
   --dcp-interleave I the DCP interleave (default 1; 64 for block-interleaved shards)
+  --two-level C      the two-level mode (docs/design/two-level.md): beside the full-context plan ("us",
+                     "logits_us"), the second level over C candidate blocks per query row drawn at random
+                     from its context: DecodePlan::run_second_level, the sparse logits with masked
+                     columns NaN and one topk call mapping to positions ("two_us"), the sparse logits alone ("sparse_us"), and the floor of the
+                     live candidates' key bytes ("cand_floor"; x_cand = two_us / cand_floor). V4.1:
+                     --two-level 2048 --k 512
+  --candidate-block B  positions per candidate block, 8 (default) or 16
 
 prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
 the cost of the fused histogram, and PrefillPlan::run end to end (logits in chunks of at most 1 GiB,
