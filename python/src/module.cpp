@@ -672,7 +672,8 @@ NB_MODULE(_flash_indexer, m) {
           nb::arg("logits") = "float16", nb::arg("max_context") = 131072, nb::arg("histogram") = true,
           nb::arg("physical_slots") = false, nb::arg("sorted") = false, nb::arg("kv") = "fp8", nb::arg("pdl") = false,
           nb::arg("dcp").none() = nb::none(), nb::arg("step") = "automatic", nb::arg("candidates") = 0,
-          nb::arg("candidate_block") = 8, "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
+          nb::arg("candidate_block") = 8,
+          "The device memory (bytes) a plan of this configuration works in: the size of `memory`.")
       .def(
           "run",
           [](const fi::DecodePlan& plan, AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens,
