@@ -233,7 +233,7 @@ TensorView DecodePlan::logits(std::int64_t batch) const {
 bool DecodePlan::one_pass() const { return one_pass_; }
 
 TensorView DecodePlan::histogram(std::int64_t batch) const {
-  if (!config_.histogram && !one_pass_) return {};
+  if ((!config_.histogram || second_level(config_)) && !one_pass_) return {};  // none in the layout
   return TensorView::contiguous(reinterpret_cast<void*>(memory_ + histogram_offset_), DType::i32,
                                 {batch * config_.next_n, kCoarseBins});
 }
@@ -315,7 +315,9 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
     throw ArgumentError(fmt::format("{}: the plan was moved from", op));
   if (second_level(config))
     throw ArgumentError(
-        fmt::format("{}: the plan has config.candidates = {}: run_second_level takes the candidates", op, config.candidates));
+        fmt::format("{}: the plan has config.candidates = {}: its runs take the candidates (run_second_level; Python: run(..., "
+                    "candidates=...))",
+                    op, config.candidates));
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
   const bool mxfp4 = config.kv == KvFormat::mxfp4;
   TensorChecks qc(op, "q", q);

@@ -268,6 +268,10 @@ TEST_CASE("DecodePlan's second level (config.candidates) rejects what it does no
   c.max_context = 1000;
   CHECK(DecodePlan::required_bytes(c) == need);
   CHECK(need >= 2 * 2048 * 8 * 4);
+  // No histogram in its layout, whatever config.histogram says (the rows stay resident in the top-k).
+  DecodePlanConfig without = c;
+  without.histogram = false;
+  CHECK(DecodePlan::required_bytes(without) == need);
   auto rejects = [](DecodePlanConfig bad, const char* what) {
     CHECK_THROWS_WITH(DecodePlan::required_bytes(bad), flash_indexer::test::Contains(what));
     CHECK_THROWS_AS(DecodePlan::required_bytes(bad), ArgumentError);
