@@ -86,6 +86,22 @@ void check_config(const DecodePlanConfig& c) {
   }
 }
 
+// The query's checks of every run (errors name `op`): FP8, or packed E2M1 with config.kv = mxfp4,
+// [B <= max_batch, next_n, heads, head_dim (/ 2 packed)]. Returns B.
+std::int64_t checked_batch(std::string_view op, const DecodePlanConfig& config, const TensorView& q) {
+  const bool mxfp4 = config.kv == KvFormat::mxfp4;
+  TensorChecks qc(op, "q", q);
+  if (mxfp4) qc.dtype({DType::u8});
+  else qc.dtype({DType::fp8_e4m3});
+  qc.rank({4});
+  const std::int64_t batch = q.shape[0];
+  if (batch > config.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config.max_batch), qc.shape());
+  qc.dim(1, config.next_n, "config.next_n").dim(2, config.heads, "config.heads");
+  if (mxfp4) qc.dim(3, config.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
+  else qc.dim(3, config.head_dim, "config.head_dim");
+  return batch;
+}
+
 // The one-pass kernel's counters before the histogram (16-byte aligned, as the histogram must be): arrivals,
 // filters and candidates, max_batch * next_n of each (DecodeStepScratch).
 std::size_t step_rows(const DecodePlanConfig& c) { return static_cast<std::size_t>(c.max_batch) * c.next_n; }
@@ -271,16 +287,7 @@ void DecodePlan::run_second_level(const TensorView& q, const TensorView& q_scale
     throw ArgumentError(fmt::format("{}: the plan has config.candidates = 0: a full-context plan runs run()", op));
   // The top-k's checks first: sparse_paged_mqa_logits checks the rest before it enqueues its kernel, so a
   // rejected call enqueues nothing.
-  const bool mxfp4 = config_.kv == KvFormat::mxfp4;
-  TensorChecks qc(op, "q", q);
-  if (mxfp4) qc.dtype({DType::u8});  // packed E2M1 (config.kv = mxfp4)
-  else qc.dtype({DType::fp8_e4m3});
-  qc.rank({4});
-  const std::int64_t batch = q.shape[0];
-  if (batch > config_.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config_.max_batch), qc.shape());
-  qc.dim(1, config_.next_n, "config.next_n").dim(2, config_.heads, "config.heads");
-  if (mxfp4) qc.dim(3, config_.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
-  else qc.dim(3, config_.head_dim, "config.head_dim");
+  const std::int64_t batch = checked_batch(op, config_, q);
   const std::int64_t rows = batch * config_.next_n;
   TensorChecks(op, "candidates", candidates).rank({2}).dim(1, config_.candidates, "config.candidates");
   TensorChecks(op, "indices", indices).dtype({DType::i32}).rank({2}).dim(1, config_.k, "config.k");
@@ -319,16 +326,7 @@ DecodeLaunch prepare_decode(std::string_view op, const DecodePlan& plan, const T
                     "candidates=...))",
                     op, config.candidates));
   // Every check of every step first: a rejected run enqueues nothing and changes no byte.
-  const bool mxfp4 = config.kv == KvFormat::mxfp4;
-  TensorChecks qc(op, "q", q);
-  if (mxfp4) qc.dtype({DType::u8});  // packed E2M1 (config.kv = mxfp4)
-  else qc.dtype({DType::fp8_e4m3});
-  qc.rank({4});
-  const std::int64_t batch = q.shape[0];
-  if (batch > config.max_batch) qc.fail(fmt::format("shape[0] = B <= max_batch = {}", config.max_batch), qc.shape());
-  qc.dim(1, config.next_n, "config.next_n").dim(2, config.heads, "config.heads");
-  if (mxfp4) qc.dim(3, config.head_dim / 2, "config.head_dim / 2 (packed E2M1)");
-  else qc.dim(3, config.head_dim, "config.head_dim");
+  const std::int64_t batch = checked_batch(op, config, q);
   PagedMqaLogitsOptions lo;
   lo.q_scales = q_scales;
   lo.histogram = plan.histogram(batch);
