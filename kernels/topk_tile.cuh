@@ -79,12 +79,6 @@ struct TopkTile {
     return v[i % kPer];
   }
 
-  // Logit s of the tile (column base + s), whoever owns it.
-  __device__ __forceinline__ Raw at_column(int s) const {
-    const int g = s / kPer;
-    return reinterpret_cast<const Raw*>(&slots[slot(g & (live - 1), g >> live_shift())])[s % kPer];
-  }
-
   // Copies columns [base, base + live * kThreads * kPer) of the row into the tile's slots; columns
   // outside [start, end) (the row's window) read as NaN. Whole vectors of a 16-byte aligned row go by
   // cp.async (coalesced: thread t copies vectors t, t + kThreads, ...); a partial vector and rows off 16

@@ -100,7 +100,7 @@ TopkCall check_topk(std::string_view op, const TensorView& logits, const TensorV
     if (options.block_table.shape[1] > INT_MAX) tc.fail("max_blocks in 0..2^31-1", std::to_string(options.block_table.shape[1]));
   }
   if (options.block_size != 64 && (options.block_table.rank == 0 || options.block_size < 1 || options.block_size > 64 ||
-                                   (options.block_size & (options.block_size - 1)) != 0))
+                                   !std::has_single_bit(static_cast<unsigned>(options.block_size))))
     throw ArgumentError(fmt::format("{}: options.block_size: expected {}, got {}", op,
                                     options.block_table.rank == 0 ? "64 without options.block_table"
                                                                   : "a power of two in 1..64 (positions per block_table entry)",
