@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "../kernels/sparse_paged_mqa_logits_params.cuh"
@@ -10,6 +11,7 @@
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
 #include "kernel_registry.hpp"
+#include "paged_mqa_logits_kernel.hpp"
 #include "paged_mqa_logits_call.hpp"
 #include "sparse_paged_mqa_logits_kernel.hpp"
 #include "tensor_checks.hpp"
@@ -17,19 +19,34 @@
 namespace flash_indexer {
 
 std::string SparsePagedMqaLogitsConfig::key() const {
-  return fmt::format("sparse_paged_mqa_logits.portable.h{}.d{}.cb{}.hist{}.out-{}.kv-{}.{}", heads, head_dim, candidate_block,
-                     histogram ? 1 : 0, logits_name(logits), kv_name(kv), arch.name());
+  return fmt::format("sparse_paged_mqa_logits.{}.h{}.d{}.cb{}.hist{}.out-{}.kv-{}.{}", variant_name(variant), heads, head_dim,
+                     candidate_block, histogram ? 1 : 0, logits_name(logits), kv_name(kv), arch.name());
+}
+
+namespace {
+bool sm90_arch(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
+}  // namespace
+
+// `automatic` takes the sm90 kernel on sm_90a: a wgmma per 64 gathered keys against the portable kernel's
+// FP32 dot products on CUDA cores (docs/benchmarks/decode.md, the two-level table).
+SparsePagedMqaLogitsConfig SparsePagedMqaLogitsConfig::resolved() const {
+  SparsePagedMqaLogitsConfig c = *this;
+  if (c.variant == PagedMqaLogitsVariant::automatic)
+    c.variant =
+        sm90_arch(c.arch) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
+  return c;
 }
 
 SparsePagedMqaLogitsConfig SparsePagedMqaLogitsConfig::parse_key(std::string_view key) {
   const std::vector<std::string_view> parts = split_key(key);
   const auto kv = parts.size() == 9 && parts[7].starts_with("kv-") ? kv_from_name(parts[7].substr(3)) : std::nullopt;
-  if (parts.size() != 9 || parts[0] != "sparse_paged_mqa_logits" || parts[1] != "portable" || !kv)
+  if (parts.size() != 9 || parts[0] != "sparse_paged_mqa_logits" || (parts[1] != "portable" && parts[1] != "sm90") || !kv)
     throw ArgumentError(
-        fmt::format("kernel key \"{}\": expected sparse_paged_mqa_logits.portable.h<heads>.d<head_dim>."
+        fmt::format("kernel key \"{}\": expected sparse_paged_mqa_logits.<portable|sm90>.h<heads>.d<head_dim>."
                     "cb<candidate_block>.hist<0|1>.out-<f32|f16|bf16>.kv-<fp8|mxfp4>.<arch>",
                     key));
   SparsePagedMqaLogitsConfig c;
+  c.variant = parts[1] == "sm90" ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   c.heads = parse_int_after(parts[2], "h", key);
   c.head_dim = parse_int_after(parts[3], "d", key);
   c.candidate_block = parse_int_after(parts[4], "cb", key);
@@ -58,6 +75,12 @@ void SparsePagedMqaLogitsConfig::check_supported() const {
     fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
+  if (variant == PagedMqaLogitsVariant::sm90 && !sm90_arch(arch))
+    throw ArgumentError(fmt::format("sparse_paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
+                                    key(), arch.name()));
+  if (variant != PagedMqaLogitsVariant::automatic && variant != PagedMqaLogitsVariant::portable &&
+      variant != PagedMqaLogitsVariant::sm90)
+    fail("variant automatic, portable or sm90", static_cast<int>(variant));
 }
 
 std::vector<SparsePagedMqaLogitsConfig> supported_sparse_paged_mqa_logits_configs(const Arch& arch) {
@@ -67,32 +90,43 @@ std::vector<SparsePagedMqaLogitsConfig> supported_sparse_paged_mqa_logits_config
       for (int block : {8, 16})
         for (bool histogram : {false, true})
           for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
-            configs.push_back({heads, 128, block, histogram, logits, kv, arch});
+            for (PagedMqaLogitsVariant variant : {PagedMqaLogitsVariant::portable, PagedMqaLogitsVariant::sm90})
+              if (variant == PagedMqaLogitsVariant::portable || sm90_arch(arch))
+                configs.push_back({heads, 128, block, histogram, logits, kv, arch, variant});
   return configs;
 }
 
-KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig& c) {
+KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig& config) {
+  const SparsePagedMqaLogitsConfig c = config.resolved();
   c.check_supported();
+  const bool sm90 = c.variant == PagedMqaLogitsVariant::sm90;
   KernelSpec spec;
   spec.key = c.key();
   spec.arch = c.arch;
   spec.entry = kernel_entry_name(spec.key);
-  spec.threads = kernels::kSparsePortableThreads;
-  spec.smem_bytes = static_cast<unsigned>(kernels::sparse_portable_smem_bytes(c.heads, c.head_dim));
+  spec.threads = sm90 ? kernels::kSparseSm90Threads : kernels::kSparsePortableThreads;
+  spec.smem_bytes = static_cast<unsigned>(
+      sm90 ? kernels::sparse_sm90_layout(c.heads, c.head_dim, c.candidate_block, c.histogram, c.kv == KvFormat::mxfp4).bytes
+           : kernels::sparse_portable_smem_bytes(c.heads, c.head_dim));
   spec.source = fmt::format(
       "// {key}\n"
-      "#include \"sparse_paged_mqa_logits_portable.cuh\"\n"
+      "#include \"sparse_paged_mqa_logits_{variant}.cuh\"\n"
       "extern \"C\" __global__ void __launch_bounds__({threads}) {entry}(const "
-      "flash_indexer::kernels::SparsePagedMqaLogitsParams "
+      "{params} "
       "p) {{\n"
-      "  flash_indexer::kernels::sparse_paged_mqa_logits_portable<{h}, {d}, {cb}, {hist}, "
+      "  flash_indexer::kernels::sparse_paged_mqa_logits_{variant}<{h}, {d}, {cb}, {hist}, "
       "flash_indexer::kernels::LogitsOut::{out}{mxfp4}>(p);\n"
       "}}\n",
-      fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads),
-      fmt::arg("d", c.head_dim), fmt::arg("cb", c.candidate_block), fmt::arg("hist", c.histogram ? "true" : "false"),
-      fmt::arg("out", logits_name(c.logits)), fmt::arg("mxfp4", c.kv == KvFormat::mxfp4 ? ", true" : ""));
+      fmt::arg("key", spec.key), fmt::arg("variant", variant_name(c.variant)),
+      // The sm90 kernel's TMA map is read in place from parameter space (__grid_constant__), not copied.
+      fmt::arg("params", sm90 ? "__grid_constant__ flash_indexer::kernels::SparsePagedMqaLogitsSm90Params"
+                              : "flash_indexer::kernels::SparsePagedMqaLogitsParams"),
+      fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry), fmt::arg("h", c.heads), fmt::arg("d", c.head_dim),
+      fmt::arg("cb", c.candidate_block), fmt::arg("hist", c.histogram ? "true" : "false"), fmt::arg("out", logits_name(c.logits)),
+      fmt::arg("mxfp4", c.kv == KvFormat::mxfp4 ? ", true" : ""));
+  spec.variant = static_cast<int>(c.variant);
   spec.config = {{"kind", "sparse_paged_mqa_logits"},
-                 {"variant", "portable"},
+                 {"variant", variant_name(c.variant)},
                  {"heads", c.heads},
                  {"head_dim", c.head_dim},
                  {"candidate_block", c.candidate_block},
@@ -105,6 +139,22 @@ KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig&
 
 namespace {
 
+// The sm90 kernel's TMA map of the FP8 cache's key rows as {D bytes, 64 tokens, block}, fetched
+// candidate_block rows at a time, 128B-swizzled as the wgmma reads them (MXFP4: bulk copies, no map).
+void encode_sparse_kv_map(kernels::TensorMap& map, const kernels::PagedMqaLogitsParams& p, int candidate_block, KvFormat kv) {
+  if (kv != KvFormat::fp8) return;
+  constexpr int kDim = 128;
+  const std::int64_t block_stride = p.num_blocks > 1 ? p.kv_block_stride : 64 * (kDim + 4);  // one block: any stride
+  const cuuint64_t dims[3] = {kDim, 64, static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
+  const cuuint64_t strides[2] = {kDim, static_cast<cuuint64_t>(block_stride)};
+  const cuuint32_t box[3] = {kDim, static_cast<cuuint32_t>(candidate_block), 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  FI_CU(cuTensorMapEncodeTiled, "sparse_paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&map),
+        CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides,
+        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 struct ConfigHash {
   std::size_t operator()(const SparsePagedMqaLogitsConfig& c) const {
     return ((((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 17 + c.candidate_block) * 7 +
@@ -112,7 +162,7 @@ struct ConfigHash {
                 2 +
             c.histogram) *
                2 +
-           (c.kv == KvFormat::mxfp4 ? 1 : 0);
+           (c.kv == KvFormat::mxfp4 ? 1 : 0) + 4 * static_cast<std::size_t>(c.variant);
   }
 };
 
@@ -158,18 +208,34 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
     oc.fail(fmt::format("logits.shape[1] = C * candidate_block = {}", num_candidates * candidate_block),
             std::to_string(logits.shape[1]));
   if (rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(rows));
+  if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
+      options.variant != PagedMqaLogitsVariant::sm90)
+    throw ArgumentError(
+        fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op, static_cast<int>(options.variant)));
   if (rows == 0 || num_candidates == 0) return;  // nothing to write
 
   SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
-                                    call.config.logits, call.config.kv,       Arch{}};
+                                    call.config.logits, call.config.kv,       Arch{},          options.variant};
   const LoadedKernel& kernel = loaded_kernel(op, config, stream);
   kernels::SparsePagedMqaLogitsParams p{call.params,           static_cast<const int*>(candidates.data),
                                         candidates.strides[0], static_cast<int>(num_candidates),
                                         call.config.next_n,    options.masked_nan ? 1 : 0};
-  const unsigned tiles =
-      static_cast<unsigned>((num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile);
-  void* args[] = {&p};
-  launch_kernel(kernel, tiles, static_cast<unsigned>(rows), 1, stream, args, options.pdl);
+  const std::int64_t tiles = (num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile;
+  if (kernel.variant != static_cast<int>(PagedMqaLogitsVariant::sm90)) {
+    void* args[] = {&p};
+    return launch_kernel(kernel, static_cast<unsigned>(tiles), static_cast<unsigned>(rows), 1, stream, args, options.pdl);
+  }
+  kernels::SparsePagedMqaLogitsSm90Params sp{};
+  sp.s = p;
+  encode_sparse_kv_map(sp.kv_map, call.params, candidate_block, config.kv);
+  // Tiles per CTA: one wave of the kernel's CTAs where the work fits it (a short row's tiles spread over
+  // the SMs), else ranges of up to kSparseSm90MaxTiles (the resolution and the query load amortized).
+  const std::int64_t slots = static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1)) * std::max(kernel.ctas_per_sm, 1);
+  sp.tiles_per_cta =
+      static_cast<int>(std::clamp<std::int64_t>((rows * tiles + slots - 1) / slots, 1, kernels::kSparseSm90MaxTiles));
+  void* args[] = {&sp};
+  launch_kernel(kernel, static_cast<unsigned>((tiles + sp.tiles_per_cta - 1) / sp.tiles_per_cta), static_cast<unsigned>(rows), 1,
+                stream, args, options.pdl);
 }
 
 void warm_sparse_paged_mqa_logits(const SparsePagedMqaLogitsConfig& config) {

@@ -1,11 +1,15 @@
 // Kernel keys, arch names and codegen are canonical and deterministic.
 #include "catch_compat.hpp"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "../kernels/paged_mqa_logits_params.cuh"
 #include "disk_cache.hpp"
 #include "embedded_sources.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/paged_mqa_logits.hpp"
+#include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
 #include "decode_step.hpp"
 #include "kernel_catalog.hpp"
@@ -122,9 +126,24 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
   // paged portable, paged sm90, paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
   // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per values dtype), the three
   // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes x
-  // the last-CTA and the spread form); the sparse logits (FP8, MXFP4 x H 32, 64 x blocks of 8, 16 x histogram x
-  // 3 dtypes)
-  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3 + 48);
+  // the last-CTA and the spread form); the sparse logits (portable and sm90 x FP8, MXFP4 x H 32, 64 x blocks
+  // of 8, 16 x histogram x 3 dtypes)
+  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3 + 96);
+  CHECK(supported_sparse_paged_mqa_logits_configs(Arch{8, 6, false}).size() == 48);  // portable only
+  CHECK(SparsePagedMqaLogitsConfig::parse_key("sparse_paged_mqa_logits.sm90.h32.d128.cb16.hist1.out-bf16.kv-mxfp4.sm_90a") ==
+        SparsePagedMqaLogitsConfig{32, 128, 16, true, LogitsDType::bf16, KvFormat::mxfp4, Arch{9, 0, true},
+                                   PagedMqaLogitsVariant::sm90});
+  CHECK_THROWS_WITH(SparsePagedMqaLogitsConfig::parse_key("sparse_paged_mqa_logits.sm90.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_80"),
+                    Contains("needs sm_90a"));
+  CHECK_THROWS_WITH(
+      SparsePagedMqaLogitsConfig::parse_key("sparse_paged_mqa_logits.auto.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_90a"),
+      Contains("<portable|sm90>"));
+  CHECK(SparsePagedMqaLogitsConfig{64, 128, 8, false, LogitsDType::f32, KvFormat::fp8, Arch{9, 0, true}}.resolved().variant ==
+        (std::getenv("FLASH_INDEXER_KERNEL") != nullptr && std::string_view(std::getenv("FLASH_INDEXER_KERNEL")) == "portable"
+             ? PagedMqaLogitsVariant::portable
+             : PagedMqaLogitsVariant::sm90));
+  CHECK(SparsePagedMqaLogitsConfig{64, 128, 8, false, LogitsDType::f32, KvFormat::fp8, Arch{8, 0, false}}.resolved().variant ==
+        PagedMqaLogitsVariant::portable);
   CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 96);
   CHECK(supported_decode_step_configs(Arch{8, 0, false}).empty());
   for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) {

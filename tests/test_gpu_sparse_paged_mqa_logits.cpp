@@ -107,15 +107,16 @@ void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool 
   const TensorView ov{out.data(), tensor_dtype(config.logits), 2, {rows, columns}, {ostride, 1}};
   SparsePagedMqaLogitsOptions options;
   options.q_scales = v.q_scales;
+  options.variant = config.variant;
   if (config.histogram) options.histogram = TensorView::contiguous(hist.data(), DType::i32, {rows, kCoarseBins});
   sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, block, ov, session().stream(), options);
   session().synchronize();
   const std::vector<std::uint8_t> got = out.to_host<std::uint8_t>(out.bytes());
 
-  // The full-context op's logits (the portable kernel: the same FP32 arithmetic in the same order).
+  // The full-context op's logits by the kernel of the same variant: the same arithmetic in the same order.
   PagedMqaLogitsOptions full_options;
   full_options.q_scales = v.q_scales;
-  full_options.variant = PagedMqaLogitsVariant::portable;
+  full_options.variant = config.variant;
   d.logits.fill(ck::kPoison);
   paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, v.logits, session().stream(), full_options);
   session().synchronize();
@@ -159,6 +160,7 @@ void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool 
   // those logits mapped through the candidates.
   SparsePagedMqaLogitsOptions nan_options;
   nan_options.q_scales = v.q_scales;
+  nan_options.variant = config.variant;
   nan_options.masked_nan = true;
   out.fill(ck::kPoison);
   sparse_paged_mqa_logits(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table, cv, block, ov, session().stream(),
@@ -203,6 +205,23 @@ void run_configuration(const SparsePagedMqaLogitsConfig& config) {
   // 1-D lengths (the MTP rule), random values, more candidates than one tile, a partial last tile.
   run_sparse_case(config, 1, false, {900, 0, 2000, 64, 513}, 133, false, rng());
   run_sparse_case(config, 3, false, {1500, 70}, 96, false, rng());
+}
+
+// Enough tiles per row that the sm90 kernel's CTAs take ranges of several tiles and wrap their ring of
+// stages (the host's split: runtime/sparse_paged_mqa_logits.cpp), both caches and candidate blocks.
+TEST_CASE("gpu: sparse logits over 2048 candidates per row (ranges of tiles per CTA) equal the full-context values",
+          "[gpu][logits][sparse]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  for (const SparsePagedMqaLogitsConfig config :
+       {SparsePagedMqaLogitsConfig{64, 128, 8, true, LogitsDType::f32, KvFormat::fp8, Arch{9, 0, true},
+                                   PagedMqaLogitsVariant::automatic},
+        SparsePagedMqaLogitsConfig{32, 128, 16, false, LogitsDType::bf16, KvFormat::mxfp4, Arch{9, 0, true},
+                                   PagedMqaLogitsVariant::automatic}}) {
+    std::vector<int> lengths(8);
+    for (int& len : lengths) len = 12000 + static_cast<int>(rng() % 8000);
+    run_sparse_case(config, 2, false, lengths, 2048 * 8 / config.candidate_block, false, rng());
+  }
 }
 
 const bool registered = [] {

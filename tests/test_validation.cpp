@@ -552,4 +552,6 @@ TEST_CASE("sparse_paged_mqa_logits validates its arguments before the driver, na
                       "logits: expected logits.shape[1] = C * candidate_block = 320, got 640");
   expect_sparse_error([](SparseArgs& a) { a.block = 16; },
                       "logits: expected logits.shape[1] = C * candidate_block = 640, got 320");
+  expect_sparse_error([](SparseArgs& a) { a.sparse_options.variant = static_cast<PagedMqaLogitsVariant>(7); },
+                      "options.variant: expected automatic, portable or sm90, got 7");
 }

@@ -26,11 +26,18 @@ struct SparsePagedMqaLogitsConfig {
   LogitsDType logits = LogitsDType::f32;
   KvFormat kv = KvFormat::fp8;
   Arch arch{9, 0, true};
+  // `sm90`: the Hopper kernel (sm_90a: TMA gathers of the candidate blocks, FP8 wgmma), whose live values
+  // are bitwise the sm90 paged_mqa_logits values of their positions; `portable`: any GPU from sm_80, bitwise
+  // the portable paged_mqa_logits values. `automatic` takes sm90 on sm_90a, unless the environment says
+  // FLASH_INDEXER_KERNEL=portable.
+  PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;
 
-  // e.g. sparse_paged_mqa_logits.portable.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_90a
+  // e.g. sparse_paged_mqa_logits.sm90.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_90a
   std::string key() const;
   static SparsePagedMqaLogitsConfig parse_key(std::string_view key);
   void check_supported() const;
+  // The same configuration with `automatic` replaced by the kernel the op picks for `arch`.
+  SparsePagedMqaLogitsConfig resolved() const;
   friend bool operator==(const SparsePagedMqaLogitsConfig&, const SparsePagedMqaLogitsConfig&) = default;
 };
 
@@ -52,6 +59,8 @@ struct SparsePagedMqaLogitsOptions {
   // and writes them as context positions, -1 padding a row with fewer than k: the second level's top-k
   // in one call. (A live -inf, an FP16 overflow, stays selectable, as in the full-context op.)
   bool masked_nan = false;
+  // Force a kernel (comparisons, debugging); `sm90` on a device it does not cover is an error.
+  PagedMqaLogitsVariant variant = PagedMqaLogitsVariant::automatic;
 };
 
 // Tensor arguments (device memory; strides in elements) as paged_mqa_logits' (q, kv_cache, weights,
@@ -70,8 +79,9 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
                              int candidate_block, const TensorView& logits, Stream stream,
                              const SparsePagedMqaLogitsOptions& options = {});
 
-// Loads (compiling on a cache miss) the kernel of `config` in the current context; with config.arch set,
-// compiles it for that target into the disk cache only (no GPU needed).
+// Loads (compiling on a cache miss) the kernel of `config` in the current context (warm the variant you
+// will call with: automatic, the options' default, is its own entry); with config.arch set, compiles it
+// for that target into the disk cache only (no GPU needed).
 void warm_sparse_paged_mqa_logits(const SparsePagedMqaLogitsConfig& config);
 
 }  // namespace flash_indexer

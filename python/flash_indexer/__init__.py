@@ -100,7 +100,8 @@ def paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, logits, *,
 
 
 def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, candidate_block, logits=None, *,
-                            stream=None, histogram=None, q_scales=None, pdl=False, masked_nan=False):
+                            stream=None, histogram=None, q_scales=None, pdl=False, masked_nan=False,
+                            variant="automatic"):
     """The logits of each query row over its candidate blocks only (the second level of DeepSeek-V4.1's
     two-level indexing, docs/design/two-level.md). `candidates` (int32 [B * next_n, C]) lists blocks of
     `candidate_block` (8 or 16) positions of each row's context, in any order; column c * candidate_block
@@ -108,6 +109,8 @@ def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, can
     not one of the row's blocks (-1, negative, past the row) or the position is past the row's length;
     NaN there with `masked_nan=True`, so that topk(..., block_table=candidates, block_size=candidate_block)
     selects live positions only and writes them as context positions (the second level's top-k).
+    `variant`: "automatic" (the sm90 kernel on H100/H200), "sm90" or "portable", whose live values are
+    bitwise those of paged_mqa_logits with the same variant.
     The other arguments as for paged_mqa_logits (H 32 or 64, D 128). Writes into `logits` (float32,
     float16 or bfloat16 [B * next_n, C * candidate_block]), or a new float32 tensor, and returns it."""
     if logits is None:
@@ -116,7 +119,7 @@ def sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, can
                              device=candidates.device)
     _ext.sparse_paged_mqa_logits(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, candidates, candidate_block,
                                  logits, stream=current_stream(stream), histogram=histogram, q_scales=q_scales, pdl=pdl,
-                                 masked_nan=masked_nan)
+                                 masked_nan=masked_nan, variant=variant)
     return logits
 
 

@@ -456,9 +456,10 @@ NB_MODULE(_flash_indexer, m) {
       "sparse_paged_mqa_logits",
       [](AnyArray q, AnyArray kv_cache, AnyArray weights, AnyArray context_lens, AnyArray block_table, AnyArray candidates,
          int candidate_block, AnyArray logits, std::uintptr_t stream, std::optional<AnyArray> histogram,
-         std::optional<AnyArray> q_scales, bool pdl, bool masked_nan) {
+         std::optional<AnyArray> q_scales, bool pdl, bool masked_nan, const std::string& variant) {
         constexpr const char* op = "sparse_paged_mqa_logits";
         fi::SparsePagedMqaLogitsOptions o;
+        o.variant = variant_of(op, variant);
         o.histogram = optional_view(op, "histogram", histogram);
         o.q_scales = optional_view(op, "q_scales", q_scales);
         o.pdl = pdl;
@@ -473,7 +474,7 @@ NB_MODULE(_flash_indexer, m) {
       nb::arg("q"), nb::arg("kv_cache"), nb::arg("weights"), nb::arg("context_lens"), nb::arg("block_table"),
       nb::arg("candidates"), nb::arg("candidate_block"), nb::arg("logits"), nb::kw_only(), nb::arg("stream"),
       nb::arg("histogram").none() = nb::none(), nb::arg("q_scales").none() = nb::none(), nb::arg("pdl") = false,
-      nb::arg("masked_nan") = false,
+      nb::arg("masked_nan") = false, nb::arg("variant") = "automatic",
       "Writes the logits of each row over its candidate blocks into `logits` ([B * next_n, C * candidate_block]) on "
       "`stream`: the C++ sparse_paged_mqa_logits (docs/design/two-level.md); -inf (NaN with masked_nan) where a "
       "candidate or position is not one of the row's.");
