@@ -2,6 +2,7 @@
 #include "catch_compat.hpp"
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -115,4 +116,19 @@ TEST_CASE("warm without --arch and without a GPU says to pass --arch", "[cli]") 
   }
   CHECK(rc == 2);
   CHECK_THAT(out, Contains("pass --arch"));
+}
+
+TEST_CASE("warm --manifest without --arch takes the GPU's arch for keys without one, or says to pass --arch", "[cli]") {
+  const std::filesystem::path manifest = std::filesystem::temp_directory_path() / "flash_indexer_manifest_no_arch.json";
+  std::ofstream(manifest) << R"({"kernels": ["topk.split1.in-f32"]})";
+  std::string out;
+  const int rc = cli(fmt::format("warm --manifest {} --cache-dir /tmp/flash_indexer_unused_cache", manifest.string()), &out);
+  std::filesystem::remove(manifest);
+  if (out.find("no GPU to take the arch from") == std::string::npos) {
+    SUCCEED("a GPU is present: the key took its arch");
+    CHECK(rc == 0);
+    return;
+  }
+  CHECK(rc == 2);
+  CHECK_THAT(out, Contains("key topk.split1.in-f32 has no arch and no GPU to take the arch from") && Contains("pass --arch"));
 }

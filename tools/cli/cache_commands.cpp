@@ -32,7 +32,9 @@ fi::Arch arch_of_gpu0() {
   return fi::Arch::for_compute_capability(major, minor);
 }
 
-std::vector<fi::KernelSpec> manifest_specs(const std::string& path, const std::optional<fi::Arch>& arch) {
+// Keys without an arch take `arch`: --arch, else the GPU's (as for the default manifest), looked up only
+// where a key needs it, so a manifest of keys with their arch compiles without a GPU.
+std::vector<fi::KernelSpec> manifest_specs(const std::string& path, std::optional<fi::Arch> arch) {
   std::ifstream in(path);
   if (!in) throw UsageError(fmt::format("--manifest: cannot read {}", path));
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -44,7 +46,13 @@ std::vector<fi::KernelSpec> manifest_specs(const std::string& path, const std::o
       throw UsageError(fmt::format("--manifest {}: every kernel must be a key string, got {}", path, entry.dump()));
     std::string key = entry.get<std::string>();
     if (key.rfind(".sm_") == std::string::npos) {
-      if (!arch) throw UsageError(fmt::format("--manifest {}: key {} has no arch; pass --arch", path, key));
+      if (!arch) {
+        try {
+          arch = arch_of_gpu0();
+        } catch (const UsageError& e) {
+          throw UsageError(fmt::format("--manifest {}: key {} has no arch and {}", path, key, e.what()));
+        }
+      }
       key += "." + arch->name();
     }
     try {
