@@ -36,8 +36,6 @@ const LoadedKernel& loaded_kernel(std::string_view op, const DecodeStepConfig& c
                                            [](const DecodeStepConfig& c) { return decode_step_kernel_spec(c); });
 }
 
-bool sm90a(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
-
 // Each grid form's name in kernel keys and its enumerator in the generated source.
 struct StepFormNames {
   kernels::StepForm form;
@@ -131,7 +129,7 @@ DecodeStepConfig DecodeStepConfig::parse_key(std::string_view key) {
 }
 
 bool decode_step_builds(int next_n, int heads, int head_dim, KvFormat kv, const Arch& arch) {
-  return sm90a(arch) && next_n >= 1 && next_n <= kStepMaxNextN && (heads == 32 || heads == 64) && head_dim == 128 &&
+  return arch.is_sm90a() && next_n >= 1 && next_n <= kStepMaxNextN && (heads == 32 || heads == 64) && head_dim == 128 &&
          (kv == KvFormat::fp8 || kv == KvFormat::mxfp4);
 }
 
@@ -143,7 +141,7 @@ void DecodeStepConfig::check_supported() const {
 
 std::vector<DecodeStepConfig> supported_decode_step_configs(const Arch& arch) {
   std::vector<DecodeStepConfig> configs;
-  if (!sm90a(arch)) return configs;
+  if (!arch.is_sm90a()) return configs;
   for (int next_n = 1; next_n <= kStepMaxNextN; ++next_n)
     for (int heads : {32, 64})
       for (KvFormat kv : {KvFormat::fp8, KvFormat::mxfp4})

@@ -12,7 +12,6 @@
 namespace flash_indexer {
 namespace {
 
-bool sm90_applies(const Arch& arch) { return arch.major == 9 && arch.minor == 0 && arch.arch_specific; }
 // The sm90 kernel's TMA tiles are 64 or 128 bytes wide; head_dim 32 (DeepGEMM's tests use it) runs on the
 // portable kernel, which takes any multiple of 16.
 bool sm90_head_dim(int head_dim) { return head_dim == 64 || head_dim == 128; }
@@ -27,9 +26,8 @@ std::string MqaLogitsConfig::key() const {
 MqaLogitsConfig MqaLogitsConfig::resolved() const {
   MqaLogitsConfig c = *this;
   if (c.variant == MqaLogitsVariant::automatic)
-    c.variant = sm90_applies(c.arch) && sm90_head_dim(c.head_dim) && !portable_forced_by_environment()
-                    ? MqaLogitsVariant::sm90
-                    : MqaLogitsVariant::portable;
+    c.variant = c.arch.is_sm90a() && sm90_head_dim(c.head_dim) && !portable_forced_by_environment() ? MqaLogitsVariant::sm90
+                                                                                                    : MqaLogitsVariant::portable;
   return c;
 }
 
@@ -66,7 +64,7 @@ void MqaLogitsConfig::check_supported() const {
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
   if (variant == MqaLogitsVariant::automatic)
     throw ArgumentError(fmt::format("mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
-  if (variant == MqaLogitsVariant::sm90 && !sm90_applies(arch))
+  if (variant == MqaLogitsVariant::sm90 && !arch.is_sm90a())
     throw ArgumentError(
         fmt::format("mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
   if (variant == MqaLogitsVariant::sm90 && !sm90_head_dim(head_dim))
@@ -82,7 +80,7 @@ std::vector<MqaLogitsConfig> supported_mqa_logits_configs(const Arch& arch) {
       for (bool histogram : {false, true})
         for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16}) {
           configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::portable});
-          if (sm90_applies(arch) && sm90_head_dim(head_dim))
+          if (arch.is_sm90a() && sm90_head_dim(head_dim))
             configs.push_back({heads, head_dim, histogram, logits, arch, MqaLogitsVariant::sm90});
         }
   return configs;

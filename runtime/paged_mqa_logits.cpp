@@ -35,7 +35,6 @@ bool portable_forced_by_environment() {
 }
 
 namespace {
-bool sm90_arch(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
 
 // The MXFP4 configurations the kernels are built for (what the DeepSeek-V4 indexers run): next_n 1..4 on
 // the portable kernel, 1..6 (up to 5 draft tokens) on the sm90 kernel.
@@ -46,7 +45,7 @@ bool mxfp4_supported(int next_n, int heads, int head_dim, bool sm90) {
 // Where the sm90 kernel runs: next_n <= 6, both caches. Past N = next_n * heads = 256 (next_n 5-6 at
 // H 64) as groups of rows of a smaller kernel (kernels::sm90_n_wide, sm90_group_rows).
 bool sm90_builds(const PagedMqaLogitsConfig& c) {
-  return sm90_arch(c.arch) && c.next_n <= kernels::kSm90MaxNextN &&
+  return c.arch.is_sm90a() && c.next_n <= kernels::kSm90MaxNextN &&
          (c.kv == KvFormat::fp8 || mxfp4_supported(c.next_n, c.heads, c.head_dim, true));
 }
 }  // namespace
@@ -104,7 +103,7 @@ void PagedMqaLogitsConfig::check_supported() const {
   if (variant == PagedMqaLogitsVariant::automatic)
     throw ArgumentError(fmt::format("paged_mqa_logits configuration {}: the variant must be resolved (resolved())", key()));
   if (variant == PagedMqaLogitsVariant::sm90) {
-    if (!sm90_arch(arch))
+    if (!arch.is_sm90a())
       throw ArgumentError(
           fmt::format("paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}", key(), arch.name()));
     if (next_n > kernels::kSm90MaxNextN) fail("next_n in 1..6 for the sm90 kernel", next_n);

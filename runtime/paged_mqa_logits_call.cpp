@@ -42,34 +42,45 @@ const LoadedKernel& loaded_kernel(std::string_view op, const PagedMqaLogitsConfi
                                            [](const PagedMqaLogitsConfig& c) { return paged_mqa_logits_kernel_spec(c); });
 }
 
-// TMA maps of the sm90 kernel: the key tiles of the paged cache as {D bytes, 64 tokens, block}, and
-// the query rows as {D bytes, B * next_n * H}; swizzled as wide as a row (wgmma's K-major layout).
+CUtensorMapSwizzle row_swizzle(int head_dim) { return head_dim == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B; }
+
+}  // namespace
+
+void encode_kv_cache_map(kernels::TensorMap& map, const kernels::PagedMqaLogitsParams& p, int head_dim, int rows, int box_rows,
+                         std::string_view context) {
+  const std::int64_t block_stride =
+      p.num_blocks > 1 ? p.kv_block_stride : (64 * (head_dim + 4) + 15) / 16 * 16;  // one block: any stride
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(head_dim), static_cast<cuuint64_t>(block_stride)};
+  const cuuint32_t box[3] = {static_cast<cuuint32_t>(head_dim), static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  FI_CU(cuTensorMapEncodeTiled, context, reinterpret_cast<CUtensorMap*>(&map), CU_TENSOR_MAP_DATA_TYPE_UINT8, 3,
+        const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        row_swizzle(head_dim), CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+namespace {
+
+// TMA maps of the sm90 kernel: the key tiles of the paged cache (encode_kv_cache_map), and the query rows
+// as {D bytes, B * next_n * H}, swizzled the same way.
 void encode_tensor_maps(kernels::PagedMqaLogitsSm90Params& sp, const PagedMqaLogitsConfig& c) {
   const auto& p = sp.p;
-  const CUtensorMapSwizzle swizzle = c.head_dim == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
+  // The rows behind a block's 64 keys are its 64 FP32 scales (256 bytes): the kernels that take one TMA
+  // per block fetch both (kernels::Sm90PagedForm::one_tma_per_block). Only FP8 calls have maps.
+  const bool one_tma = kernels::sm90_paged_form(c.next_n, c.heads, false).one_tma_per_block;
+  const int rows = 64 + (one_tma ? 256 / c.head_dim : 0);
+  encode_kv_cache_map(sp.kv_map, p, c.head_dim, rows, rows, "paged_mqa_logits: kv_cache tensor map");
   {
-    const std::int64_t block_stride =
-        p.num_blocks > 1 ? p.kv_block_stride : (64 * (c.head_dim + 4) + 15) / 16 * 16;  // one block: any stride
-    // The rows behind a block's 64 keys are its 64 FP32 scales (256 bytes): the kernels that take one
-    // TMA per block fetch both (kernels::Sm90PagedForm::one_tma_per_block). Only FP8 calls have maps.
-    const bool one_tma = kernels::sm90_paged_form(c.next_n, c.heads, false).one_tma_per_block;
-    const cuuint32_t rows = static_cast<cuuint32_t>(64 + (one_tma ? 256 / c.head_dim : 0));
-    const cuuint64_t dims[3] = {static_cast<cuuint64_t>(c.head_dim), rows, static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
-    const cuuint64_t strides[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(block_stride)};
-    const cuuint32_t box[3] = {static_cast<cuuint32_t>(c.head_dim), rows, 1};
-    FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&sp.kv_map),
-          CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides,
-          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  }
-  {
+    const cuuint32_t elem_strides[3] = {1, 1, 1};
     const int n = c.next_n * c.heads;
     const cuuint64_t dims[2] = {static_cast<cuuint64_t>(c.head_dim), static_cast<cuuint64_t>(p.batch) * n};
     const cuuint64_t strides[1] = {static_cast<cuuint64_t>(c.head_dim)};
     const cuuint32_t box[2] = {static_cast<cuuint32_t>(c.head_dim), static_cast<cuuint32_t>(n)};
     FI_CU(cuTensorMapEncodeTiled, "paged_mqa_logits: q tensor map", reinterpret_cast<CUtensorMap*>(&sp.q_map),
           CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<unsigned char*>(p.q), dims, strides, box, elem_strides,
-          CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+          CU_TENSOR_MAP_INTERLEAVE_NONE, row_swizzle(c.head_dim), CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   }
 }
 

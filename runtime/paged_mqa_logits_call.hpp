@@ -43,6 +43,12 @@ PagedMqaLogitsLaunch prepare_paged_mqa_logits(std::string_view op, const PagedMq
                                               bool allow_flattened = true, bool allow_ranges = true);
 void enqueue(const PagedMqaLogitsLaunch& launch, CUstream stream);
 
+// The sm90 kernels' TMA map of the FP8 cache's key rows: {head_dim bytes, `rows` rows, block} (the rows
+// past 64 are the block's scales), fetched `box_rows` rows at a time, swizzled as wide as a row (wgmma's
+// K-major layout). `context` names the call in an error (a literal: the launch path does not allocate).
+void encode_kv_cache_map(kernels::TensorMap& map, const kernels::PagedMqaLogitsParams& p, int head_dim, int rows, int box_rows,
+                         std::string_view context);
+
 // The sm90 grid for `blocks_per_split` (1..kSm90MaxBlocksPerSplit) KV blocks per CTA: what prepare sets
 // from runtime/sm90_split.hpp, and what the checks force to test other splits.
 void set_blocks_per_split(PagedMqaLogitsLaunch& launch, const PagedMqaLogitsCall& call, int blocks_per_split);

@@ -23,17 +23,13 @@ std::string SparsePagedMqaLogitsConfig::key() const {
                      candidate_block, histogram ? 1 : 0, logits_name(logits), kv_name(kv), arch.name());
 }
 
-namespace {
-bool sm90_arch(const Arch& a) { return a.major == 9 && a.minor == 0 && a.arch_specific; }
-}  // namespace
-
 // `automatic` takes the sm90 kernel on sm_90a: a wgmma per 64 gathered keys against the portable kernel's
 // FP32 dot products on CUDA cores (docs/benchmarks/decode.md, the two-level table).
 SparsePagedMqaLogitsConfig SparsePagedMqaLogitsConfig::resolved() const {
   SparsePagedMqaLogitsConfig c = *this;
   if (c.variant == PagedMqaLogitsVariant::automatic)
     c.variant =
-        sm90_arch(c.arch) && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
+        c.arch.is_sm90a() && !portable_forced_by_environment() ? PagedMqaLogitsVariant::sm90 : PagedMqaLogitsVariant::portable;
   return c;
 }
 
@@ -75,7 +71,7 @@ void SparsePagedMqaLogitsConfig::check_supported() const {
     fail("logits f32, f16 or bf16", static_cast<int>(logits));
   if (kv != KvFormat::fp8 && kv != KvFormat::mxfp4) fail("kv fp8 or mxfp4", static_cast<int>(kv));
   if (arch.major < 8) fail("an arch of sm_80 or newer", arch.major * 10 + arch.minor);
-  if (variant == PagedMqaLogitsVariant::sm90 && !sm90_arch(arch))
+  if (variant == PagedMqaLogitsVariant::sm90 && !arch.is_sm90a())
     throw ArgumentError(fmt::format("sparse_paged_mqa_logits configuration {}: the sm90 kernel needs sm_90a (H100/H200), got {}",
                                     key(), arch.name()));
   if (variant != PagedMqaLogitsVariant::automatic && variant != PagedMqaLogitsVariant::portable &&
@@ -91,7 +87,7 @@ std::vector<SparsePagedMqaLogitsConfig> supported_sparse_paged_mqa_logits_config
         for (bool histogram : {false, true})
           for (LogitsDType logits : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
             for (PagedMqaLogitsVariant variant : {PagedMqaLogitsVariant::portable, PagedMqaLogitsVariant::sm90})
-              if (variant == PagedMqaLogitsVariant::portable || sm90_arch(arch))
+              if (variant == PagedMqaLogitsVariant::portable || arch.is_sm90a())
                 configs.push_back({heads, 128, block, histogram, logits, kv, arch, variant});
   return configs;
 }
@@ -139,22 +135,6 @@ KernelSpec sparse_paged_mqa_logits_kernel_spec(const SparsePagedMqaLogitsConfig&
 
 namespace {
 
-// The sm90 kernel's TMA map of the FP8 cache's key rows as {D bytes, 64 tokens, block}, fetched
-// candidate_block rows at a time, 128B-swizzled as the wgmma reads them (MXFP4: bulk copies, no map).
-void encode_sparse_kv_map(kernels::TensorMap& map, const kernels::PagedMqaLogitsParams& p, int candidate_block, KvFormat kv) {
-  if (kv != KvFormat::fp8) return;
-  constexpr int kDim = 128;
-  const std::int64_t block_stride = p.num_blocks > 1 ? p.kv_block_stride : 64 * (kDim + 4);  // one block: any stride
-  const cuuint64_t dims[3] = {kDim, 64, static_cast<cuuint64_t>(std::max(p.num_blocks, 1))};
-  const cuuint64_t strides[2] = {kDim, static_cast<cuuint64_t>(block_stride)};
-  const cuuint32_t box[3] = {kDim, static_cast<cuuint32_t>(candidate_block), 1};
-  const cuuint32_t elem_strides[3] = {1, 1, 1};
-  FI_CU(cuTensorMapEncodeTiled, "sparse_paged_mqa_logits: kv_cache tensor map", reinterpret_cast<CUtensorMap*>(&map),
-        CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<unsigned char*>(p.kv_cache), dims, strides, box, elem_strides,
-        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 struct ConfigHash {
   std::size_t operator()(const SparsePagedMqaLogitsConfig& c) const {
     return ((((static_cast<std::size_t>(c.heads) * 131 + c.head_dim) * 17 + c.candidate_block) * 7 +
@@ -188,6 +168,7 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   paged.histogram = options.histogram;
   paged.q_scales = options.q_scales;
   paged.pdl = options.pdl;
+  paged.variant = options.variant;
   const PagedMqaLogitsCall call = check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits, paged);
   const std::int64_t rows = static_cast<std::int64_t>(call.batch) * call.config.next_n;
   TensorChecks qc(op, "q", q);
@@ -208,14 +189,10 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
     oc.fail(fmt::format("logits.shape[1] = C * candidate_block = {}", num_candidates * candidate_block),
             std::to_string(logits.shape[1]));
   if (rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(rows));
-  if (options.variant != PagedMqaLogitsVariant::automatic && options.variant != PagedMqaLogitsVariant::portable &&
-      options.variant != PagedMqaLogitsVariant::sm90)
-    throw ArgumentError(
-        fmt::format("{}: options.variant: expected automatic, portable or sm90, got {}", op, static_cast<int>(options.variant)));
   if (rows == 0 || num_candidates == 0) return;  // nothing to write
 
   SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
-                                    call.config.logits, call.config.kv,       Arch{},          options.variant};
+                                    call.config.logits, call.config.kv,       Arch{},          call.config.variant};
   const LoadedKernel& kernel = loaded_kernel(op, config, stream);
   kernels::SparsePagedMqaLogitsParams p{call.params,           static_cast<const int*>(candidates.data),
                                         candidates.strides[0], static_cast<int>(num_candidates),
@@ -227,7 +204,10 @@ void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, co
   }
   kernels::SparsePagedMqaLogitsSm90Params sp{};
   sp.s = p;
-  encode_sparse_kv_map(sp.kv_map, call.params, candidate_block, config.kv);
+  // FP8: the 64 key rows of a block, one candidate's rows per TMA (MXFP4: bulk copies, no map).
+  if (config.kv == KvFormat::fp8)
+    encode_kv_cache_map(sp.kv_map, call.params, config.head_dim, 64, candidate_block,
+                        "sparse_paged_mqa_logits: kv_cache tensor map");
   // Tiles per CTA: one wave of the kernel's CTAs where the work fits it (a short row's tiles spread over
   // the SMs), else ranges of up to kSparseSm90MaxTiles (the resolution and the query load amortized).
   const std::int64_t slots = static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1)) * std::max(kernel.ctas_per_sm, 1);

@@ -1,9 +1,6 @@
 // Kernel keys, arch names and codegen are canonical and deterministic.
 #include "catch_compat.hpp"
 
-#include <cstdlib>
-#include <string_view>
-
 #include "../kernels/paged_mqa_logits_params.cuh"
 #include "disk_cache.hpp"
 #include "embedded_sources.hpp"
@@ -139,9 +136,7 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
       SparsePagedMqaLogitsConfig::parse_key("sparse_paged_mqa_logits.auto.h64.d128.cb8.hist0.out-f32.kv-fp8.sm_90a"),
       Contains("<portable|sm90>"));
   CHECK(SparsePagedMqaLogitsConfig{64, 128, 8, false, LogitsDType::f32, KvFormat::fp8, Arch{9, 0, true}}.resolved().variant ==
-        (std::getenv("FLASH_INDEXER_KERNEL") != nullptr && std::string_view(std::getenv("FLASH_INDEXER_KERNEL")) == "portable"
-             ? PagedMqaLogitsVariant::portable
-             : PagedMqaLogitsVariant::sm90));
+        (portable_forced_by_environment() ? PagedMqaLogitsVariant::portable : PagedMqaLogitsVariant::sm90));
   CHECK(SparsePagedMqaLogitsConfig{64, 128, 8, false, LogitsDType::f32, KvFormat::fp8, Arch{8, 0, false}}.resolved().variant ==
         PagedMqaLogitsVariant::portable);
   CHECK(supported_decode_step_configs(Arch{9, 0, true}).size() == 96);

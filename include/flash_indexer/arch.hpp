@@ -12,6 +12,8 @@ struct Arch {
   bool arch_specific = false;  // the "a" suffix
 
   std::string name() const;  // "sm_90a"
+  // Hopper's arch-specific target, the only one the sm90 kernels (TMA, wgmma, setmaxnreg) build for.
+  bool is_sm90a() const { return major == 9 && minor == 0 && arch_specific; }
   // Parses "sm_90a" / "sm_86"; throws ArgumentError naming `what` when the text is not such a target or
   // is older than sm_80 (the oldest GPU the kernels support).
   static Arch parse(std::string_view text, std::string_view what = "arch");
