@@ -50,7 +50,7 @@ constexpr int sparse_sm90_stage_bytes(bool mxfp4) { return mxfp4 ? kMxfp4BlockBy
 
 // Dynamic shared memory, offsets from a 1024-aligned base (the query tile and the FP8 stages are 128B
 // swizzled): the query tile, the stages, the FP8 scales, the weights, the histogram, the stages'
-// mbarriers and the range's resolved candidates (three ints each).
+// mbarriers and the range's resolved candidates (an int2 each: sparse_candidate).
 struct SparseSm90Layout {
   int q, k, scales, weights, histogram, barriers, candidates, bytes;
 };
@@ -63,7 +63,7 @@ constexpr SparseSm90Layout sparse_sm90_layout(int heads, int head_dim, int candi
   l.histogram = l.weights + heads * 4;
   l.barriers = round_up(l.histogram + (histogram ? 1024 * 4 : 0), 8);
   l.candidates = l.barriers + kSparseSm90Stages * 8;
-  l.bytes = l.candidates + 3 * kSparseSm90MaxTiles * (kSparseTile / candidate_block) * 4 + 1024;  // + slack to align the base
+  l.bytes = l.candidates + 8 * kSparseSm90MaxTiles * (kSparseTile / candidate_block) + 1024;  // + slack to align the base
   return l;
 }
 

@@ -200,7 +200,10 @@ __device__ __forceinline__ void rank_on_leader(Smem& sm, int me, int mine, int b
 }
 
 // Row r on the kCluster CTAs of its cluster (this one is `rank`); sm is the kernel's static part.
-template <LogitsOut kIn, int kCluster, int kStages, int kThreads>
+// kPreloaded: the caller has already written this CTA's segment into shared memory (the sparse decode
+// step computes it there: sparse_decode_step_sm90.cuh), NaN past the window, and synchronized the block;
+// p.logits is not read.
+template <LogitsOut kIn, int kCluster, int kStages, int kThreads, bool kPreloaded = false>
 __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int r, const int rank,
                                                   TopkResidentSmem<kThreads>& sm) {
   // 16: a non-portable cluster size (sm_90; the host allows it per kernel).
@@ -227,7 +230,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   const int live = Tile::live_for(max(vectors, 1));
   const int spans = vectors > 0 ? live : 0;  // vectors this thread reads
   const Tile tile{topk_stages, begin, live};
-  if (vectors > 0) tile.load(row, start, end, aligned, sm.loaded);
+  if (vectors > 0 && !kPreloaded) tile.load(row, start, end, aligned, sm.loaded);
   const int words = (end - begin + 31) >> 5;
   constexpr int kGroup = kTopkFineBins / kThreads;  // fine bins per thread: 8 or 4
   static_assert(kGroup == 4 || kGroup == 8, "whole vectors of fine bins per thread");
@@ -254,7 +257,7 @@ __device__ __forceinline__ void topk_resident_row(const TopkParams& p, const int
   // row of the tile as soon as that row has landed.
 #pragma unroll 1
   for (int u = 0; u < spans; ++u) {
-    tile.wait_row(u, aligned, sm.loaded);
+    if constexpr (!kPreloaded) tile.wait_row(u, aligned, sm.loaded);
     const uint4 v = tile.vector(u);
 #pragma unroll
     for (int e = 0; e < kPer; ++e) atomicAdd(&sm.hist[fine_bin_or_nan_slot<In>(Tile::element(v, e))], 1u);

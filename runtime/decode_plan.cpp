@@ -16,6 +16,7 @@
 #include "paged_mqa_logits_call.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "plan_memory.hpp"
+#include "sparse_decode_step.hpp"
 #include "tensor_checks.hpp"
 #include "topk_call.hpp"
 
@@ -62,8 +63,13 @@ void check_config(const DecodePlanConfig& c) {
     if (c.dcp.ranks > 1) fail("dcp.ranks", "1 with config.candidates (the second level runs on one GPU)", c.dcp.ranks);
     if (c.physical_slots)
       throw ArgumentError("DecodePlan: config.physical_slots: expected false with config.candidates (the indices are positions)");
-    if (c.step == DecodeStep::one_pass)
-      throw ArgumentError("DecodePlan: config.step: one_pass does not apply with config.candidates (two kernels)");
+    if (c.step == DecodeStep::one_pass && static_cast<std::int64_t>(c.candidates) * c.candidate_block >
+                                              kernels::kSparseStepMaxCluster * kernels::kSparseStepSegmentColumns)
+      throw ArgumentError(
+          fmt::format("DecodePlan: config.step: one_pass with config.candidates holds rows of up to {} columns (candidates * "
+                      "candidate_block), got {}",
+                      kernels::kSparseStepMaxCluster * kernels::kSparseStepSegmentColumns,
+                      static_cast<std::int64_t>(c.candidates) * c.candidate_block));
     try {
       SparsePagedMqaLogitsConfig{c.heads, c.head_dim, c.candidate_block, false, c.logits, c.kv, Arch{9, 0, true}}
           .check_supported();
@@ -73,7 +79,7 @@ void check_config(const DecodePlanConfig& c) {
   }
   if (c.step != DecodeStep::automatic && c.step != DecodeStep::two_kernels && c.step != DecodeStep::one_pass)
     fail("step", "automatic, two_kernels or one_pass", static_cast<int>(c.step));
-  if (c.step == DecodeStep::one_pass && !step_shapes(c))
+  if (c.step == DecodeStep::one_pass && !second_level(c) && !step_shapes(c))
     throw ArgumentError(
         "DecodePlan: config.step: one_pass applies to next_n 1..4, heads 32 or 64, head_dim 128, max_context <= 262144 and "
         "no DCP");
@@ -167,6 +173,30 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   owns_memory_ = buffer.owned;
   try {
     const Arch arch = current_device_arch();
+    if (second_level(config_)) {
+      // The sparse decode step where the step asks for it (`automatic` takes two kernels until measured).
+      sparse_step_ = config_.step == DecodeStep::one_pass && arch.is_sm90a() && !portable_forced_by_environment();
+      if (config_.step == DecodeStep::one_pass && !sparse_step_)
+        throw ArgumentError(fmt::format(
+            "DecodePlan: config.step: one_pass with config.candidates needs the sm_90a kernels (this device is {}{})",
+            arch.name(),
+            portable_forced_by_environment() ? ", and FLASH_INDEXER_KERNEL=portable forces the portable kernels" : ""));
+      // The row widths, written once: run_second_level gives them to the top-k as its lengths.
+      const auto widths = static_cast<CUdeviceptr>(memory_ + spread_offset_);
+      FI_CU(cuCtxSynchronize, "DecodePlan (before writing the second level's row widths)");
+      FI_CU(cuMemsetD32Async, "DecodePlan (the second level's row widths)", widths, static_cast<unsigned int>(width_),
+            step_rows(config_), nullptr);
+      FI_CU(cuCtxSynchronize, "DecodePlan (the second level's row widths)");
+      if (config_.step != DecodeStep::one_pass) {
+        warm_sparse_paged_mqa_logits(
+            {config_.heads, config_.head_dim, config_.candidate_block, false, config_.logits, config_.kv, Arch{}});
+        warm_topk(config_.logits);
+      }
+      if (sparse_step_)
+        warm_sparse_decode_step({config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}},
+                                static_cast<std::int64_t>(step_rows(config_)), width_);
+      return;
+    }
     one_pass_ = one_pass_chosen(config_) &&
                 decode_step_builds(config_.next_n, config_.heads, config_.head_dim, config_.kv, arch) &&
                 !portable_forced_by_environment();
@@ -174,18 +204,6 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
       throw ArgumentError(
           fmt::format("DecodePlan: config.step: one_pass needs the sm_90a kernels (this device is {}{})", arch.name(),
                       portable_forced_by_environment() ? ", and FLASH_INDEXER_KERNEL=portable forces the portable kernels" : ""));
-    if (second_level(config_)) {
-      // The row widths, written once: run_second_level gives them to the top-k as its lengths.
-      const auto widths = static_cast<CUdeviceptr>(memory_ + spread_offset_);
-      FI_CU(cuCtxSynchronize, "DecodePlan (before writing the second level's row widths)");
-      FI_CU(cuMemsetD32Async, "DecodePlan (the second level's row widths)", widths, static_cast<unsigned int>(width_),
-            step_rows(config_), nullptr);
-      FI_CU(cuCtxSynchronize, "DecodePlan (the second level's row widths)");
-      warm_sparse_paged_mqa_logits(
-          {config_.heads, config_.head_dim, config_.candidate_block, false, config_.logits, config_.kv, Arch{}});
-      warm_topk(config_.logits);
-      return;
-    }
     // Arch{}: loaded in the current context (an explicit arch would only compile into the disk cache).
     PagedMqaLogitsConfig logits{config_.next_n, config_.heads, config_.head_dim, 64, config_.histogram, config_.logits, Arch{}};
     logits.kv = config_.kv;
@@ -230,6 +248,7 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     logits_offset_ = other.logits_offset_;
     histogram_offset_ = other.histogram_offset_;
     one_pass_ = other.one_pass_;
+    sparse_step_ = other.sparse_step_;
     workspace_offset_ = other.workspace_offset_;
     spread_offset_ = other.spread_offset_;
   }
@@ -303,6 +322,13 @@ void DecodePlan::run_second_level(const TensorView& q, const TensorView& q_scale
   so.q_scales = q_scales;
   so.masked_nan = true;  // never selected: a row with fewer than k live positions pads with -1
   so.pdl = config_.pdl;
+  if (sparse_step_) {
+    const SparsePagedMqaLogitsCall logits_call = check_sparse_paged_mqa_logits(
+        op, q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view, so);
+    if (logits_call.empty()) return;
+    enqueue(prepare_sparse_decode_step(op, logits_call, topk_call, stream), stream);
+    return;
+  }
   if (rows == 0) {
     sparse_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view,
                             stream, so);  // its checks; it enqueues nothing for no rows

@@ -7,6 +7,7 @@
 #include "mqa_logits_kernel.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "probe_kernels.hpp"
+#include "sparse_decode_step.hpp"
 #include "sparse_paged_mqa_logits_kernel.hpp"
 #include "topk_kernel.hpp"
 #include "topk_merge_kernel.hpp"
@@ -34,12 +35,13 @@ KernelSpec kernel_spec_for_key(std::string_view key) {
   if (key.starts_with("mqa_logits.")) return mqa_logits_kernel_spec(MqaLogitsConfig::parse_key(key));
   if (key.starts_with("topk_merge.")) return topk_merge_kernel_spec(TopkMergeConfig::parse_key(key));
   if (key.starts_with("decode_step.")) return decode_step_kernel_spec(DecodeStepConfig::parse_key(key));
+  if (key.starts_with("sparse_decode_step.")) return sparse_decode_step_kernel_spec(SparseDecodeStepConfig::parse_key(key));
   if (key.starts_with("probe.stream_read.")) return stream_read_kernel_spec(Arch::parse(key.substr(18), key));
   if (key.starts_with("probe.paged_read.")) return paged_read_kernel_spec(Arch::parse(key.substr(17), key));
   if (key.starts_with("probe.spin_wait.")) return spin_wait_kernel_spec(Arch::parse(key.substr(16), key));
   throw Error(fmt::format(
       "kernel key \"{}\": expected a key starting with paged_mqa_logits., sparse_paged_mqa_logits., mqa_logits., topk., "
-      "topk_merge., decode_step. or probe.",
+      "topk_merge., decode_step., sparse_decode_step. or probe.",
       key));
 }
 

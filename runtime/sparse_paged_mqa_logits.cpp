@@ -13,6 +13,7 @@
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_kernel.hpp"
 #include "paged_mqa_logits_call.hpp"
+#include "sparse_paged_mqa_logits_call.hpp"
 #include "sparse_paged_mqa_logits_kernel.hpp"
 #include "tensor_checks.hpp"
 
@@ -158,56 +159,76 @@ const LoadedKernel& loaded_kernel(std::string_view op, const SparsePagedMqaLogit
 
 }  // namespace
 
-void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
-                             const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
-                             int candidate_block, const TensorView& logits, Stream stream,
-                             const SparsePagedMqaLogitsOptions& options) {
-  constexpr std::string_view op = "sparse_paged_mqa_logits";
+SparsePagedMqaLogitsCall check_sparse_paged_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv_cache,
+                                                       const TensorView& weights, const TensorView& context_lens,
+                                                       const TensorView& block_table, const TensorView& candidates,
+                                                       int candidate_block, const TensorView& logits,
+                                                       const SparsePagedMqaLogitsOptions& options) {
   // The full-context op's checks of the shared arguments (the logits as [B * next_n, C * block]).
   PagedMqaLogitsOptions paged;
   paged.histogram = options.histogram;
   paged.q_scales = options.q_scales;
   paged.pdl = options.pdl;
   paged.variant = options.variant;
-  const PagedMqaLogitsCall call = check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits, paged);
-  const std::int64_t rows = static_cast<std::int64_t>(call.batch) * call.config.next_n;
+  SparsePagedMqaLogitsCall call;
+  call.paged = check_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table, logits, paged);
+  const PagedMqaLogitsConfig& pc = call.paged.config;
+  call.rows = static_cast<std::int64_t>(call.paged.batch) * pc.next_n;
   TensorChecks qc(op, "q", q);
-  if (call.config.heads != 32 && call.config.heads != 64)
-    qc.fail("heads = q.shape[2] in {32, 64}", std::to_string(call.config.heads));
-  if (call.config.head_dim != 128) qc.fail("head_dim 128", std::to_string(call.config.head_dim));
+  if (pc.heads != 32 && pc.heads != 64) qc.fail("heads = q.shape[2] in {32, 64}", std::to_string(pc.heads));
+  if (pc.head_dim != 128) qc.fail("head_dim 128", std::to_string(pc.head_dim));
   if (candidate_block != 8 && candidate_block != 16)
     throw ArgumentError(fmt::format("{}: candidate_block: expected 8 or 16, got {}", op, candidate_block));
   TensorChecks cc(op, "candidates", candidates);
-  cc.dtype({DType::i32}).rank({2}).dim(0, rows, "B * next_n").stride(1, 1).not_null().aligned(4);
+  cc.dtype({DType::i32}).rank({2}).dim(0, call.rows, "B * next_n").stride(1, 1).not_null().aligned(4);
   const std::int64_t num_candidates = candidates.shape[1];
   if (num_candidates < 0 || num_candidates * candidate_block > INT_MAX - 64)
     cc.fail(fmt::format("C = candidates.shape[1] in 0..{}", (INT_MAX - 64) / candidate_block), std::to_string(num_candidates));
-  if (rows > 1 && candidates.strides[0] < num_candidates)
+  if (call.rows > 1 && candidates.strides[0] < num_candidates)
     cc.fail(fmt::format("a row stride >= C = {}", num_candidates), std::to_string(candidates.strides[0]));
   TensorChecks oc(op, "logits", logits);
   if (logits.shape[1] != num_candidates * candidate_block)
     oc.fail(fmt::format("logits.shape[1] = C * candidate_block = {}", num_candidates * candidate_block),
             std::to_string(logits.shape[1]));
-  if (rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(rows));
-  if (rows == 0 || num_candidates == 0) return;  // nothing to write
+  if (call.rows > 65535) qc.fail("B * next_n <= 65535 (the grid's rows)", std::to_string(call.rows));
+  call.config = {pc.heads, pc.head_dim, candidate_block, pc.histogram, pc.logits, pc.kv, Arch{}, pc.variant};
+  call.params = {call.paged.params,
+                 static_cast<const int*>(candidates.data),
+                 candidates.strides[0],
+                 static_cast<int>(num_candidates),
+                 pc.next_n,
+                 options.masked_nan ? 1 : 0};
+  return call;
+}
 
-  SparsePagedMqaLogitsConfig config{call.config.heads,  call.config.head_dim, candidate_block, call.config.histogram,
-                                    call.config.logits, call.config.kv,       Arch{},          call.config.variant};
-  const LoadedKernel& kernel = loaded_kernel(op, config, stream);
-  kernels::SparsePagedMqaLogitsParams p{call.params,           static_cast<const int*>(candidates.data),
-                                        candidates.strides[0], static_cast<int>(num_candidates),
-                                        call.config.next_n,    options.masked_nan ? 1 : 0};
-  const std::int64_t tiles = (num_candidates * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile;
+kernels::SparsePagedMqaLogitsSm90Params sparse_sm90_params(const SparsePagedMqaLogitsCall& call) {
+  kernels::SparsePagedMqaLogitsSm90Params sp{};
+  sp.s = call.params;
+  // FP8: the 64 key rows of a block, one candidate's rows per TMA (MXFP4: bulk copies, no map).
+  if (call.config.kv == KvFormat::fp8)
+    encode_kv_cache_map(sp.kv_map, call.params.p, call.config.head_dim, 64, call.config.candidate_block,
+                        "sparse_paged_mqa_logits: kv_cache tensor map");
+  return sp;
+}
+
+void sparse_paged_mqa_logits(const TensorView& q, const TensorView& kv_cache, const TensorView& weights,
+                             const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
+                             int candidate_block, const TensorView& logits, Stream stream,
+                             const SparsePagedMqaLogitsOptions& options) {
+  constexpr std::string_view op = "sparse_paged_mqa_logits";
+  const SparsePagedMqaLogitsCall call = check_sparse_paged_mqa_logits(op, q, kv_cache, weights, context_lens, block_table,
+                                                                      candidates, candidate_block, logits, options);
+  if (call.empty()) return;  // nothing to write
+  const std::int64_t rows = call.rows;
+  const LoadedKernel& kernel = loaded_kernel(op, call.config, stream);
+  const std::int64_t tiles =
+      (static_cast<std::int64_t>(call.params.num_candidates) * candidate_block + kernels::kSparseTile - 1) / kernels::kSparseTile;
   if (kernel.variant != static_cast<int>(PagedMqaLogitsVariant::sm90)) {
+    kernels::SparsePagedMqaLogitsParams p = call.params;
     void* args[] = {&p};
     return launch_kernel(kernel, static_cast<unsigned>(tiles), static_cast<unsigned>(rows), 1, stream, args, options.pdl);
   }
-  kernels::SparsePagedMqaLogitsSm90Params sp{};
-  sp.s = p;
-  // FP8: the 64 key rows of a block, one candidate's rows per TMA (MXFP4: bulk copies, no map).
-  if (config.kv == KvFormat::fp8)
-    encode_kv_cache_map(sp.kv_map, call.params, config.head_dim, 64, candidate_block,
-                        "sparse_paged_mqa_logits: kv_cache tensor map");
+  kernels::SparsePagedMqaLogitsSm90Params sp = sparse_sm90_params(call);
   // Tiles per CTA: one wave of the kernel's CTAs where the work fits it (a short row's tiles spread over
   // the SMs), else ranges of up to kSparseSm90MaxTiles (the resolution and the query load amortized).
   const std::int64_t slots = static_cast<std::int64_t>(std::max(kernel.multiprocessors, 1)) * std::max(kernel.ctas_per_sm, 1);

@@ -13,6 +13,7 @@
 #include "kernel_catalog.hpp"
 #include "nvrtc_compiler.hpp"
 #include "paged_mqa_logits_kernel.hpp"
+#include "sparse_decode_step.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -22,6 +23,8 @@ namespace {
 const bool registered = [] {
   std::vector<KernelSpec> specs = supported_kernel_specs(Arch{9, 0, true});
   for (const DecodeStepConfig& c : supported_decode_step_configs(Arch{9, 0, true})) specs.push_back(decode_step_kernel_spec(c));
+  for (const SparseDecodeStepConfig& c : supported_sparse_decode_step_configs(Arch{9, 0, true}))
+    specs.push_back(sparse_decode_step_kernel_spec(c));
   for (const KernelSpec& spec : specs) {
     test::register_test("compile " + spec.key, "[compile]", [spec] {
       const CompiledKernel k = compile_kernel(spec);

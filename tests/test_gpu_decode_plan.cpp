@@ -286,8 +286,9 @@ TEST_CASE("DecodePlan's second level (config.candidates) rejects what it does no
   bad.physical_slots = true;
   rejects(bad, "config.physical_slots: expected false with config.candidates");
   bad = c;
-  bad.step = DecodeStep::one_pass;
-  rejects(bad, "config.step: one_pass does not apply with config.candidates");
+  bad.step = DecodeStep::one_pass;  // the sparse decode step holds rows of up to 8 x 16K columns
+  bad.candidates = 16385;
+  rejects(bad, "config.step: one_pass with config.candidates holds rows of up to 131072 columns");
   bad = c;
   bad.dcp = {2, 0, 1};
   rejects(bad, "config.dcp.ranks: expected 1 with config.candidates");

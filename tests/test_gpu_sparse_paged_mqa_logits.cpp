@@ -20,52 +20,21 @@
 #include "flash_indexer/sparse_paged_mqa_logits.hpp"
 #include "flash_indexer/topk.hpp"
 #include "logits_check.hpp"
+#include "sparse_candidates.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
 namespace ck = flash_indexer::check;
 namespace ref = flash_indexer::reference;
+using test::make_candidates;
+using test::stored_value;
 
 namespace {
 
 ck::GpuSession& session() { return test::gpu_session(); }
 
-float stored_value(const std::vector<std::uint8_t>& raw, LogitsDType t, std::int64_t index) {
-  if (t == LogitsDType::f32) {
-    float x;
-    std::memcpy(&x, raw.data() + index * 4, 4);
-    return x;
-  }
-  std::uint16_t h;
-  std::memcpy(&h, raw.data() + index * 2, 2);
-  return t == LogitsDType::f16 ? ref::f16_bits_to_float(h) : ref::bf16_bits_to_float(h);
-}
-
 bool same_bits(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
-}
-
-// Candidate lists of `rows` rows, C each: random blocks of the row (some past it), the row's last
-// (partial) block, -1, a negative id, a duplicate; the last row all invalid.
-std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens, int num_candidates, int block,
-                                          std::mt19937_64& rng) {
-  const std::size_t rows = lens.size();
-  std::vector<std::int32_t> c(rows * num_candidates);
-  for (std::size_t r = 0; r < rows; ++r) {
-    const std::int32_t blocks = static_cast<std::int32_t>((lens[r] + block - 1) / block);
-    for (int i = 0; i < num_candidates; ++i) {
-      std::int32_t v = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(blocks + 3));  // up to 2 past the row
-      switch (i % 9) {
-        case 1: v = blocks - 1; break;  // the last block (or -1 for an empty row)
-        case 4: v = -1; break;
-        case 6: v = -5; break;
-        case 7: v = i > 0 ? c[r * num_candidates + i - 1] : v; break;  // a duplicate
-        default: break;
-      }
-      c[r * num_candidates + i] = r + 1 == rows ? (i % 2 ? -1 : blocks + i) : v;
-    }
-  }
-  return c;
 }
 
 void run_sparse_case(const SparsePagedMqaLogitsConfig& config, int next_n, bool lens_2d, std::vector<int> lengths,

@@ -25,8 +25,10 @@ enum class DecodeStep {
   two_kernels,  // the logits kernel, then the top-k kernel
   // One kernel (sm_90a; next_n 1..4, heads 32 or 64, head_dim 128, max_context up to 262144, no DCP):
   // the logits kernel's CTA that completes a row selects its top-k; where the GPU holds the whole grid at
-  // once (a cooperative launch), every CTA of the row writes its own selected columns instead. A plan
-  // where it does not apply is rejected (ArgumentError).
+  // once (a cooperative launch), every CTA of the row writes its own selected columns instead. With
+  // config.candidates (sm_90a, rows of up to 131072 candidate columns): the sparse decode step, each
+  // row's sparse logits kept in shared memory and its top-k selected there by a cluster of 1-8 CTAs
+  // (docs/design/two-level.md). A plan where it does not apply is rejected (ArgumentError).
   one_pass,
 };
 
@@ -63,8 +65,9 @@ struct DecodePlanConfig {
   // query row's `candidates` blocks of `candidate_block` (8 or 16) positions only and writes the top-k
   // context positions among them (run_second_level: sparse_paged_mqa_logits with masked columns NaN, then
   // topk mapping columns through the candidates; -1 pads a row with fewer than k live positions). Its
-  // logits are [rows, candidates * candidate_block], whatever max_context; two kernels, no DCP, positions
-  // only (not physical_slots). 0: the full-context plan of run().
+  // logits are [rows, candidates * candidate_block], whatever max_context (written by the two kernels
+  // only: the one_pass step keeps them on chip); no DCP, positions only (not physical_slots). 0: the
+  // full-context plan of run().
   int candidates = 0;
   int candidate_block = 8;
 };
@@ -128,6 +131,7 @@ class DecodePlan {
   std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
   std::size_t spread_offset_ = 0;  // the one-pass kernel's scratch after the top-k workspace (its end where none)
   bool one_pass_ = false;
+  bool sparse_step_ = false;  // run_second_level takes the sparse decode step
 };
 
 }  // namespace flash_indexer

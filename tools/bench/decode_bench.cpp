@@ -105,16 +105,23 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
     }
     const DecodePlan& plan = *plan_slot;
     // The two-level mode's second-level plan of the cell (a shape the sparse op does not build is skipped).
-    std::optional<DecodePlan> second;
+    // Two kernels, and the sparse decode step beside them where it applies to the cell.
+    std::optional<DecodePlan> second, second_step;
     if (o.two_level > 0) {
       DecodePlanConfig sc = pc;
       sc.candidates = o.two_level;
       sc.candidate_block = o.candidate_block;
+      sc.step = DecodeStep::two_kernels;
       try {
         second.emplace(sc);
       } catch (const ArgumentError& e) {
         if (on_skip) on_skip(s, e.what());
         continue;
+      }
+      sc.step = DecodeStep::one_pass;
+      try {
+        second_step.emplace(sc);
+      } catch (const ArgumentError&) {
       }
     }
     // The one-pass step beside it, where it applies to the cell (DecodeStep::one_pass); not in the
@@ -159,14 +166,18 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
           draw_candidates(inputs->lengths(), s.next_n, o.two_level, o.candidate_block, rng, host_candidates);
       candidates.upload(host_candidates.data(), host_candidates.size() * 4);
       const auto cv = TensorView::contiguous(candidates.data(), DType::i32, {rows, o.two_level});
-      r.two_level_us = time_graph(
-                           gpu,
-                           [&](CUstream st) {
-                             if (s.kv == KvFormat::mxfp4) second->run_second_level(q, q_scales, kv, w, lens, table, cv, iv, st);
-                             else second->run_second_level(q, kv, w, lens, table, cv, iv, st);
-                           },
-                           o.replays)
-                           .median_us;
+      const auto run_second = [&](const DecodePlan& p) {
+        return time_graph(
+                   gpu,
+                   [&](CUstream st) {
+                     if (s.kv == KvFormat::mxfp4) p.run_second_level(q, q_scales, kv, w, lens, table, cv, iv, st);
+                     else p.run_second_level(q, kv, w, lens, table, cv, iv, st);
+                   },
+                   o.replays)
+            .median_us;
+      };
+      r.two_level_us = run_second(*second);
+      if (second_step) r.sparse_step_us = run_second(*second_step);
       SparsePagedMqaLogitsOptions so;
       so.q_scales = q_scales;
       so.masked_nan = true;

@@ -65,9 +65,10 @@ struct DecodeBenchRow {
   double kv_bytes = 0;   // KV blocks read (keys and scales)
   double kv_floor_us = 0;  // kv_bytes / read bandwidth
   // The two-level mode's second level, where options.two_level > 0 (the one-pass plan is then not run):
-  double two_level_us = 0;       // DecodePlan::run_second_level (config.candidates = two_level): sparse logits + top-k
-  double sparse_logits_us = 0;   // sparse_paged_mqa_logits alone
-  double candidate_bytes = 0;    // the live candidate positions' keys and scales, every query row its own
+  double two_level_us = 0;  // DecodePlan::run_second_level (config.candidates = two_level), two kernels: sparse logits + top-k
+  double sparse_step_us = 0;  // the same with DecodeStep::one_pass: the sparse decode step; 0 where it does not apply
+  double sparse_logits_us = 0;  // sparse_paged_mqa_logits alone
+  double candidate_bytes = 0;  // the live candidate positions' keys and scales, every query row its own
   double candidate_floor_us = 0;  // candidate_bytes / read bandwidth
 };
 

@@ -1,0 +1,61 @@
+#pragma once
+// The sparse decode step (kernels/sparse_decode_step_sm90.cuh): the second level of two-level indexing
+// in one kernel, the sparse logits of each query row kept in shared memory and its top-k selected there
+// by the row's cluster. DecodePlan::run_second_level runs it instead of the sparse logits and top-k
+// kernels where its config.step asks for it; docs/design/two-level.md.
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "../kernels/sparse_decode_step_params.cuh"
+#include "flash_indexer/paged_mqa_logits.hpp"
+#include "kernel_registry.hpp"
+#include "kernel_spec.hpp"
+#include "sparse_paged_mqa_logits_call.hpp"
+#include "topk_call.hpp"
+
+namespace flash_indexer {
+
+struct SparseDecodeStepConfig {
+  int heads = 64;  // 32, 64
+  int head_dim = 128;
+  int candidate_block = 8;  // 8, 16
+  LogitsDType logits = LogitsDType::f32;  // the stored dtype the selection ranks
+  KvFormat kv = KvFormat::fp8;
+  int cluster = 1;  // CTAs per query row: 1, 2, 4, 8
+  Arch arch{9, 0, true};
+
+  // e.g. sparse_decode_step.sm90.h64.d128.cb8.out-f32.kv-fp8.c4.sm_90a
+  std::string key() const;
+  static SparseDecodeStepConfig parse_key(std::string_view key);
+  void check_supported() const;
+  friend bool operator==(const SparseDecodeStepConfig&, const SparseDecodeStepConfig&) = default;
+};
+
+std::vector<SparseDecodeStepConfig> supported_sparse_decode_step_configs(const Arch& arch);
+KernelSpec sparse_decode_step_kernel_spec(const SparseDecodeStepConfig& config);
+
+// CTAs per query row for `rows` rows of `width` columns on `multiprocessors` SMs (one CTA each): the
+// fewest that hold a row's segments, doubled while the grid still fits one wave, at most
+// kSparseStepMaxCluster; 0 where a row does not fit kSparseStepMaxCluster segments.
+int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, int multiprocessors);
+
+struct SparseDecodeStepLaunch {
+  const LoadedKernel* kernel = nullptr;
+  kernels::SparseDecodeStepParams params{};
+  unsigned grid = 0;  // rows * cluster CTAs
+  bool pdl = false;
+};
+
+// The step of a checked sparse logits call (sm90 variant) and its checked top-k over the same rows.
+// Loads the kernel for the current device (an sm_90a one); enqueues nothing. Not for an empty call.
+SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const SparsePagedMqaLogitsCall& logits,
+                                                  const TopkCall& topk, CUstream stream);
+void enqueue(const SparseDecodeStepLaunch& launch, CUstream stream);
+
+// Loads, in the current context, the step kernels of every cluster size a call of up to `max_rows` rows
+// of `width` columns may take.
+void warm_sparse_decode_step(const SparseDecodeStepConfig& config, std::int64_t max_rows, std::int64_t width);
+
+}  // namespace flash_indexer
