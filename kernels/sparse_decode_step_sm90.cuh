@@ -73,7 +73,8 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   const int first_tile = seg.begin / kSparseTile;
   const int tiles = seg.end > seg.begin ? (seg.end + kSparseTile - 1) / kSparseTile - first_tile : 0;
   const long long row_length = sparse_row_length(sp, r);
-  for (int i = tid; i < tiles * kPer; i += kThreads) cand_s[i] = sparse_candidate<kBlock>(sp, r, first_tile * kPer + i, row_length);
+  for (int i = tid; i < tiles * kPer; i += kThreads)
+    cand_s[i] = sparse_candidate<kBlock>(sp, r, first_tile * kPer + i, row_length);
   sparse_load_query<kHeads, kHeadDim, kMxfp4>(p, r, q_s, weight_s, tid, kThreads);
   if (tid == 0) {
     for (int s = 0; s < kGroups * kRing; ++s) sm90::mbarrier_init(&full[s], 1);
@@ -107,7 +108,7 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
     const int stage = group * kRing + i % kRing;
     sm90::mbarrier_wait(&full[stage], (i / kRing) & 1);
     const float scale = sparse_tile_scores<kHeads, kHeadDim, kMxfp4>(acc, k_s + stage * kStageBytes, scale_s + stage * 64, q_s,
-                                                                      key0, quad, owned_key);
+                                                                     key0, quad, owned_key);
     sm90::named_barrier_sync(1 + group, 128);  // the warpgroup is done with the stage: refill it
     if (gtid == 0 && i + kRing < mine) issue(i + kRing);
     typename Tile::Owned sum;

@@ -101,8 +101,8 @@ __device__ __forceinline__ void sparse_issue_tile(const SparsePagedMqaLogitsSm90
 // and the scale of owned_key, the key whose head sum this thread keeps.
 template <int kHeads, int kHeadDim, bool kMxfp4>
 __device__ __forceinline__ float sparse_tile_scores(typename Sm90MqaTile<1, kHeads, kHeadDim>::Acc& acc,
-                                                    const unsigned char* stage, const float* scales,
-                                                    const unsigned char* q_s, int key0, int quad, int owned_key) {
+                                                    const unsigned char* stage, const float* scales, const unsigned char* q_s,
+                                                    int key0, int quad, int owned_key) {
   using Tile = Sm90MqaTile<1, kHeads, kHeadDim>;
   if constexpr (kMxfp4) {
     typename Tile::KeyFragments a;

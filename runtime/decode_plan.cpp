@@ -193,8 +193,8 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
         warm_topk(config_.logits);
       }
       if (sparse_step_)
-        warm_sparse_decode_step({config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}},
-                                static_cast<std::int64_t>(step_rows(config_)), width_);
+        warm_sparse_decode_step(
+            {config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}});
       return;
     }
     one_pass_ = one_pass_chosen(config_) &&

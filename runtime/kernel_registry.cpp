@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <bit>
+
 #include "disk_cache.hpp"
 #include "flash_indexer/error.hpp"
 
@@ -42,6 +44,16 @@ LoadedKernel load_kernel(const KernelSpec& spec) {
   // compiled with one, and the one-CTA kernels whose capacity for such clusters is asked below.
   if (kernel.arch.major >= 9 && (required_cluster == 0 || required_cluster > 8))
     FI_CU(cuFuncSetAttribute, spec.key, kernel.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+  if (kernel.arch.major >= 9 && required_cluster > 1) {  // the compiled cluster size's capacity
+    CUlaunchConfig config{};
+    config.gridDimX = static_cast<unsigned>(required_cluster);
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = spec.threads;
+    config.blockDimY = config.blockDimZ = 1;
+    config.sharedMemBytes = spec.smem_bytes;
+    const int i = std::countr_zero(static_cast<unsigned>(required_cluster));
+    if (i < 5) FI_CU(cuOccupancyMaxActiveClusters, spec.key, &kernel.max_active_clusters[i], kernel.function, &config);
+  }
   if (kernel.arch.major >= 9 && required_cluster == 0) {
     for (int i = 1; i < 5; ++i) {
       CUlaunchAttribute cluster{};

@@ -26,8 +26,8 @@ struct LoadedKernel {
   int multiprocessors = 0;  // of the device the module was loaded on
   int ctas_per_sm = 0;      // CTAs of this kernel (its threads and shared memory) one SM runs at once
   // Clusters of 2, 4, 8 and 16 CTAs of this kernel (its threads and shared memory) that the device runs at
-  // once (cuOccupancyMaxActiveClusters), at index log2 of the size (index 0 unused); 0 before sm_90 and for a kernel
-  // compiled with a cluster size. A GPC holds whole clusters, so this can be well below
+  // once (cuOccupancyMaxActiveClusters), at index log2 of the size (index 0 unused); 0 before sm_90. A kernel
+  // compiled with a cluster size has only that size's. A GPC holds whole clusters, so this can be well below
   // multiprocessors * (CTAs per SM) / size: on the H200 30 clusters of 8 at two CTAs per SM, not 33.
   int max_active_clusters[5] = {};
 };

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <set>
+#include <bit>
 
 #include "flash_indexer/error.hpp"
 #include "kernel_key.hpp"
@@ -107,25 +107,32 @@ KernelSpec sparse_decode_step_kernel_spec(const SparseDecodeStepConfig& c) {
       "}}\n",
       fmt::arg("key", spec.key), fmt::arg("threads", spec.threads), fmt::arg("entry", spec.entry),
       fmt::arg("cluster", c.cluster > 1 ? fmt::format("__cluster_dims__({}, 1, 1) ", c.cluster) : std::string()),
-      fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("cb", c.candidate_block), fmt::arg("out", logits_name(c.logits)),
-      fmt::arg("mxfp4", mxfp4 ? "true" : "false"), fmt::arg("c", c.cluster));
-  spec.config = {{"kind", "sparse_decode_step"},
-                 {"heads", c.heads},
-                 {"head_dim", c.head_dim},
-                 {"candidate_block", c.candidate_block},
-                 {"logits", logits_name(c.logits)},
-                 {"kv", kv_name(c.kv)},
-                 {"cluster", c.cluster},
-                 {"arch", c.arch.name()}};
+      fmt::arg("h", c.heads), fmt::arg("d", c.head_dim), fmt::arg("cb", c.candidate_block),
+      fmt::arg("out", logits_name(c.logits)), fmt::arg("mxfp4", mxfp4 ? "true" : "false"), fmt::arg("c", c.cluster));
+  spec.config = {
+      {"kind", "sparse_decode_step"},    {"heads", c.heads},    {"head_dim", c.head_dim}, {"candidate_block", c.candidate_block},
+      {"logits", logits_name(c.logits)}, {"kv", kv_name(c.kv)}, {"cluster", c.cluster},   {"arch", c.arch.name()}};
   return spec;
 }
 
-int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, int multiprocessors) {
-  int cluster = 1;
-  while (static_cast<std::int64_t>(cluster) * kernels::kSparseStepSegmentColumns < width) cluster *= 2;
-  if (cluster > kernels::kSparseStepMaxCluster) return 0;
-  while (cluster < kernels::kSparseStepMaxCluster && rows * cluster * 2 <= multiprocessors) cluster *= 2;
-  return cluster;
+SparseStepCapacity sparse_decode_step_capacity(std::string_view op, const SparseDecodeStepConfig& config, CUstream stream) {
+  SparseStepCapacity capacity{};
+  SparseDecodeStepConfig c = config;
+  for (int i = 0; i < 4; ++i) {
+    c.cluster = 1 << i;
+    const LoadedKernel& kernel = loaded_kernel(op, c, stream);
+    capacity[i] = i == 0 ? kernel.multiprocessors * std::max(kernel.ctas_per_sm, 1) : kernel.max_active_clusters[i];
+  }
+  return capacity;
+}
+
+int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, const SparseStepCapacity& capacity) {
+  int fewest = 1;
+  while (static_cast<std::int64_t>(fewest) * kernels::kSparseStepSegmentColumns < width) fewest *= 2;
+  if (fewest > kernels::kSparseStepMaxCluster) return 0;
+  for (int cluster = kernels::kSparseStepMaxCluster; cluster > fewest; cluster /= 2)
+    if (rows <= capacity[std::countr_zero(static_cast<unsigned>(cluster))]) return cluster;
+  return fewest;
 }
 
 SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const SparsePagedMqaLogitsCall& logits,
@@ -133,10 +140,14 @@ SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const Spa
   const std::int64_t width = static_cast<std::int64_t>(logits.params.num_candidates) * logits.config.candidate_block;
   if (logits.empty() || topk.empty() || topk.params.rows != logits.rows || topk.params.width != width)
     throw Error(fmt::format("{}: the sparse decode step does not apply to this call (the plan checks its shapes first)", op));
-  SparseDecodeStepConfig c{logits.config.heads,  logits.config.head_dim, logits.config.candidate_block, logits.config.logits,
-                           logits.config.kv,     1,                      Arch{}};
-  const LoadedKernel& first = loaded_kernel(op, c, stream);  // the device's SMs
-  c.cluster = sparse_decode_step_cluster(logits.rows, width, first.multiprocessors);
+  SparseDecodeStepConfig c{logits.config.heads,
+                           logits.config.head_dim,
+                           logits.config.candidate_block,
+                           logits.config.logits,
+                           logits.config.kv,
+                           1,
+                           Arch{}};
+  c.cluster = sparse_decode_step_cluster(logits.rows, width, sparse_decode_step_capacity(op, c, stream));
   if (c.cluster == 0)
     throw Error(fmt::format("{}: the sparse decode step holds rows of up to {} columns, got {}", op,
                             kernels::kSparseStepMaxCluster * kernels::kSparseStepSegmentColumns, width));
@@ -155,18 +166,8 @@ void enqueue(const SparseDecodeStepLaunch& launch, CUstream stream) {
   launch_kernel(*launch.kernel, launch.grid, 1, 1, stream, args, launch.pdl);
 }
 
-void warm_sparse_decode_step(const SparseDecodeStepConfig& config, std::int64_t max_rows, std::int64_t width) {
-  SparseDecodeStepConfig c = config;
-  c.cluster = 1;
-  const int multiprocessors = loaded_kernel("warm_sparse_decode_step", c, nullptr).multiprocessors;
-  std::set<int> clusters;
-  for (std::int64_t rows = 1; rows <= max_rows; rows = rows < multiprocessors ? rows + 1 : max_rows + 1)
-    clusters.insert(sparse_decode_step_cluster(rows, width, multiprocessors));
-  for (int cluster : clusters) {
-    if (cluster == 0) continue;
-    c.cluster = cluster;
-    loaded_kernel("warm_sparse_decode_step", c, nullptr);
-  }
+void warm_sparse_decode_step(const SparseDecodeStepConfig& config) {
+  sparse_decode_step_capacity("warm_sparse_decode_step", config, nullptr);
 }
 
 }  // namespace flash_indexer

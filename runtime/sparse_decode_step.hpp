@@ -3,6 +3,7 @@
 // in one kernel, the sparse logits of each query row kept in shared memory and its top-k selected there
 // by the row's cluster. DecodePlan::run_second_level runs it instead of the sparse logits and top-k
 // kernels where its config.step asks for it; docs/design/two-level.md.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -36,10 +37,17 @@ struct SparseDecodeStepConfig {
 std::vector<SparseDecodeStepConfig> supported_sparse_decode_step_configs(const Arch& arch);
 KernelSpec sparse_decode_step_kernel_spec(const SparseDecodeStepConfig& config);
 
-// CTAs per query row for `rows` rows of `width` columns on `multiprocessors` SMs (one CTA each): the
-// fewest that hold a row's segments, doubled while the grid still fits one wave, at most
-// kSparseStepMaxCluster; 0 where a row does not fit kSparseStepMaxCluster segments.
-int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, int multiprocessors);
+// Query rows the device runs at once per cluster size, at index log2 of the size (1, 2, 4, 8): the SMs
+// for one CTA per row, cuOccupancyMaxActiveClusters for the others (a GPC holds whole clusters, so a
+// size may fill fewer SMs than rows x size suggests). Loads the four kernels of `config` (its cluster
+// ignored) in the current context.
+using SparseStepCapacity = std::array<int, 4>;
+SparseStepCapacity sparse_decode_step_capacity(std::string_view op, const SparseDecodeStepConfig& config, CUstream stream);
+
+// CTAs per query row for `rows` rows of `width` columns: the largest cluster size the device runs for
+// every row at once, at least the fewest CTAs that hold a row's segments (then in several waves); 0
+// where a row does not fit kSparseStepMaxCluster segments.
+int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, const SparseStepCapacity& capacity);
 
 struct SparseDecodeStepLaunch {
   const LoadedKernel* kernel = nullptr;
@@ -54,8 +62,7 @@ SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const Spa
                                                   const TopkCall& topk, CUstream stream);
 void enqueue(const SparseDecodeStepLaunch& launch, CUstream stream);
 
-// Loads, in the current context, the step kernels of every cluster size a call of up to `max_rows` rows
-// of `width` columns may take.
-void warm_sparse_decode_step(const SparseDecodeStepConfig& config, std::int64_t max_rows, std::int64_t width);
+// Loads the step kernels of `config` at every cluster size in the current context.
+void warm_sparse_decode_step(const SparseDecodeStepConfig& config);
 
 }  // namespace flash_indexer

@@ -20,10 +20,10 @@ struct SparsePagedMqaLogitsCall {
 
 // Every argument check, no driver call; `op` prefixes every error.
 SparsePagedMqaLogitsCall check_sparse_paged_mqa_logits(std::string_view op, const TensorView& q, const TensorView& kv_cache,
-                                                        const TensorView& weights, const TensorView& context_lens,
-                                                        const TensorView& block_table, const TensorView& candidates,
-                                                        int candidate_block, const TensorView& logits,
-                                                        const SparsePagedMqaLogitsOptions& options);
+                                                       const TensorView& weights, const TensorView& context_lens,
+                                                       const TensorView& block_table, const TensorView& candidates,
+                                                       int candidate_block, const TensorView& logits,
+                                                       const SparsePagedMqaLogitsOptions& options);
 
 // The sm90 kernels' parameters of a checked call: its own, with the FP8 cache's tensor map (tiles_per_cta
 // left 0 for the launch to set).

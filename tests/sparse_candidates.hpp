@@ -26,7 +26,7 @@ inline float stored_value(const std::vector<std::uint8_t>& raw, LogitsDType t, s
 // Candidate lists of `rows` rows, C each: random blocks of the row (some past it), the row's last
 // (partial) block, -1, a negative id, a duplicate; the last row all invalid.
 inline std::vector<std::int32_t> make_candidates(const std::vector<std::int64_t>& lens, int num_candidates, int block,
-                                          std::mt19937_64& rng) {
+                                                 std::mt19937_64& rng) {
   const std::size_t rows = lens.size();
   std::vector<std::int32_t> c(rows * num_candidates);
   for (std::size_t r = 0; r < rows; ++r) {

@@ -7,6 +7,7 @@
 #include "catch_compat.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <random>
 
 #include "driver.hpp"
@@ -26,14 +27,6 @@ namespace ref = flash_indexer::reference;
 namespace {
 
 ck::GpuSession& session() { return test::gpu_session(); }
-
-int multiprocessors() {
-  CUdevice device = 0;
-  FI_CU(cuCtxGetDevice, "test", &device);
-  int count = 0;
-  FI_CU(cuDeviceGetAttribute, "test", &count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device);
-  return count;
-}
 
 struct Problem {
   ck::LogitsCase c;
@@ -78,7 +71,8 @@ std::vector<std::int32_t> reference_indices(const DecodePlanConfig& pc, const Pr
   so.q_scales = p.v.q_scales;
   so.masked_nan = true;
   sparse_paged_mqa_logits(p.v.q, p.v.kv_cache, p.v.weights, p.v.context_lens, p.v.block_table, cv, pc.candidate_block,
-                          TensorView::contiguous(logits.data(), tensor_dtype(pc.logits), {rows, columns}), session().stream(), so);
+                          TensorView::contiguous(logits.data(), tensor_dtype(pc.logits), {rows, columns}), session().stream(),
+                          so);
   session().synchronize();
   const std::vector<std::uint8_t> raw = logits.to_host<std::uint8_t>(static_cast<std::size_t>(rows * columns) * elem);
   std::vector<float> stored(static_cast<std::size_t>(rows * columns));
@@ -91,17 +85,17 @@ std::vector<std::int32_t> reference_indices(const DecodePlanConfig& pc, const Pr
 void run_configuration(int heads, int block, LogitsDType logits, KvFormat kv) {
   test::require_gpu();
   std::mt19937_64 rng(test::fresh_seed());
-  const int sms = multiprocessors();
   const int candidates = 16384 / block;  // the model's 16K columns
+  const SparseStepCapacity capacity =
+      sparse_decode_step_capacity("test", {heads, 128, block, logits, kv, 1, Arch{}}, session().stream());
   for (int cluster = kernels::kSparseStepMaxCluster; cluster >= 1; cluster /= 2) {
     // The fewest rows that take this cluster size (one row for the largest), as next_n 2 requests.
-    int rows = 1;
-    while (sparse_decode_step_cluster(rows, 16384, sms) > cluster) ++rows;
-    const int next_n = rows > 1 ? 2 : 1, batch = (rows + next_n - 1) / next_n;
-    rows = batch * next_n;
-    REQUIRE(sparse_decode_step_cluster(rows, 16384, sms) == cluster);
-    DecodePlanConfig pc{batch, next_n, heads, 128, cluster == 2 ? 2048 : cluster == 4 ? 50 : 512, logits, 4096, true, false,
-                        cluster % 2 == 0, kv};
+    const int rows_before = cluster == kernels::kSparseStepMaxCluster ? 0 : capacity[std::countr_zero(2u * cluster)];
+    const int next_n = rows_before > 0 ? 2 : 1, batch = rows_before / next_n + 1, rows = batch * next_n;
+    INFO("capacity " << capacity[0] << " " << capacity[1] << " " << capacity[2] << " " << capacity[3]);
+    REQUIRE(sparse_decode_step_cluster(rows, 16384, capacity) == cluster);
+    DecodePlanConfig pc{batch, next_n,           heads, 128, cluster == 2 ? 2048 : cluster == 4 ? 50 : 512, logits, 4096, true,
+                        false, cluster % 2 == 0, kv};
     pc.candidates = candidates;
     pc.candidate_block = block;
     pc.step = DecodeStep::one_pass;
@@ -167,10 +161,10 @@ TEST_CASE("gpu: the sparse decode step replays in a CUDA graph with new candidat
 
   // A call with the wrong candidates is rejected and changes no byte.
   indices.fill(ck::kPoison);
-  CHECK_THROWS_WITH(plan.run_second_level(p.v.q, p.v.kv_cache, p.v.weights, p.v.context_lens, p.v.block_table,
-                                          TensorView::contiguous(dc.data(), DType::i32, {rows, pc.candidates - 1}), iv,
-                                          session().stream()),
-                    test::Contains("candidates"));
+  CHECK_THROWS_WITH(
+      plan.run_second_level(p.v.q, p.v.kv_cache, p.v.weights, p.v.context_lens, p.v.block_table,
+                            TensorView::contiguous(dc.data(), DType::i32, {rows, pc.candidates - 1}), iv, session().stream()),
+      test::Contains("candidates"));
   session().synchronize();
   for (std::uint8_t b : indices.to_host<std::uint8_t>(static_cast<std::size_t>(rows) * pc.k * 4)) REQUIRE(b == ck::kPoison);
 
@@ -199,16 +193,20 @@ TEST_CASE("gpu: the sparse decode step replays in a CUDA graph with new candidat
 }
 
 TEST_CASE("the sparse decode step: cluster sizes by rows and width", "[sparse][step]") {
-  // Doubled while the grid fits one wave of 132 SMs, at most 8; the fewest that hold a row's segments.
-  CHECK(sparse_decode_step_cluster(1, 16384, 132) == 8);
-  CHECK(sparse_decode_step_cluster(16, 16384, 132) == 8);
-  CHECK(sparse_decode_step_cluster(17, 16384, 132) == 4);
-  CHECK(sparse_decode_step_cluster(34, 16384, 132) == 2);
-  CHECK(sparse_decode_step_cluster(67, 16384, 132) == 1);
-  CHECK(sparse_decode_step_cluster(1000, 16384, 132) == 1);
-  CHECK(sparse_decode_step_cluster(1000, 16385, 132) == 2);
-  CHECK(sparse_decode_step_cluster(1000, 131072, 132) == 8);
-  CHECK(sparse_decode_step_cluster(1, 131073, 132) == 0);
+  // The largest size whose clusters all run at once, at least the fewest that hold a row (an H100's
+  // capacity at one CTA per SM: 132 CTAs, 66 pairs, 30 clusters of 4, 14 of 8).
+  const SparseStepCapacity h100{132, 66, 30, 14};
+  CHECK(sparse_decode_step_cluster(1, 16384, h100) == 8);
+  CHECK(sparse_decode_step_cluster(14, 16384, h100) == 8);
+  CHECK(sparse_decode_step_cluster(15, 16384, h100) == 4);
+  CHECK(sparse_decode_step_cluster(30, 16384, h100) == 4);
+  CHECK(sparse_decode_step_cluster(31, 16384, h100) == 2);
+  CHECK(sparse_decode_step_cluster(67, 16384, h100) == 1);
+  CHECK(sparse_decode_step_cluster(1000, 16384, h100) == 1);
+  CHECK(sparse_decode_step_cluster(1000, 16385, h100) == 2);
+  CHECK(sparse_decode_step_cluster(20, 65536, h100) == 4);
+  CHECK(sparse_decode_step_cluster(1000, 131072, h100) == 8);
+  CHECK(sparse_decode_step_cluster(1, 131073, h100) == 0);
   DecodePlanConfig pc;
   pc.candidates = 16384;  // 131072 columns: 8 segments
   pc.step = DecodeStep::one_pass;
