@@ -174,8 +174,11 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
   try {
     const Arch arch = current_device_arch();
     if (second_level(config_)) {
-      // The sparse decode step where the step asks for it (`automatic` takes two kernels until measured).
-      sparse_step_ = config_.step == DecodeStep::one_pass && arch.is_sm90a() && !portable_forced_by_environment();
+      // The sparse decode step where the step asks for it; `automatic` chooses per call (FP8 only).
+      const bool step_kernels = arch.is_sm90a() && !portable_forced_by_environment();
+      sparse_step_ = config_.step == DecodeStep::one_pass && step_kernels;
+      sparse_step_auto_ = config_.step == DecodeStep::automatic && step_kernels && config_.kv == KvFormat::fp8 &&
+                          width_ <= kernels::kSparseStepMaxCluster * kernels::kSparseStepSegmentColumns;
       if (config_.step == DecodeStep::one_pass && !sparse_step_)
         throw ArgumentError(fmt::format(
             "DecodePlan: config.step: one_pass with config.candidates needs the sm_90a kernels (this device is {}{})",
@@ -192,7 +195,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
             {config_.heads, config_.head_dim, config_.candidate_block, false, config_.logits, config_.kv, Arch{}});
         warm_topk(config_.logits);
       }
-      if (sparse_step_)
+      if (sparse_step_ || sparse_step_auto_)
         warm_sparse_decode_step(
             {config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}});
       return;
@@ -249,6 +252,7 @@ DecodePlan& DecodePlan::operator=(DecodePlan&& other) noexcept {
     histogram_offset_ = other.histogram_offset_;
     one_pass_ = other.one_pass_;
     sparse_step_ = other.sparse_step_;
+    sparse_step_auto_ = other.sparse_step_auto_;
     workspace_offset_ = other.workspace_offset_;
     spread_offset_ = other.spread_offset_;
   }
@@ -322,7 +326,14 @@ void DecodePlan::run_second_level(const TensorView& q, const TensorView& q_scale
   so.q_scales = q_scales;
   so.masked_nan = true;  // never selected: a row with fewer than k live positions pads with -1
   so.pdl = config_.pdl;
-  if (sparse_step_) {
+  const bool step =
+      sparse_step_ ||
+      (sparse_step_auto_ &&
+       sparse_decode_step_preferred(
+           config_.kv, rows, width_,
+           sparse_decode_step_capacity(
+               op, {config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}}, stream)));
+  if (step) {
     const SparsePagedMqaLogitsCall logits_call = check_sparse_paged_mqa_logits(
         op, q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view, so);
     if (logits_call.empty()) return;

@@ -22,7 +22,8 @@ namespace flash_indexer::driver {
   X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemsetD8)        \
   X(cuMemsetD8Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize)         \
   X(cuEventElapsedTime) X(cuTensorMapEncodeTiled) X(cuMemsetD32Async) X(cuStreamWaitEvent)             \
-  X(cuStreamGetCtx) X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
+  X(cuStreamGetCtx) X(cuOccupancyMaxActiveClusters) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)   \
+  X(cuGraphGetNodes)
 // clang-format on
 
 struct Api {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "../kernels/paged_read_params.cuh"
+#include "../kernels/sparse_read_params.cuh"
 #include "../kernels/stream_read_params.cuh"
 
 namespace flash_indexer {
@@ -44,6 +45,12 @@ KernelSpec paged_read_kernel_spec(const Arch& arch) {
   return probe_spec(arch, "paged_read", kernels::kPagedReadThreads,
                     fmt::format("{}, {}", kernels::kPagedReadThreads, kernels::kPagedReadCtasPerSm),
                     "flash_indexer::kernels::PagedReadParams");
+}
+
+KernelSpec sparse_read_kernel_spec(const Arch& arch) {
+  return probe_spec(arch, "sparse_read", kernels::kSparseReadThreads,
+                    fmt::format("{}, {}", kernels::kSparseReadThreads, kernels::kSparseReadCtasPerSm),
+                    "flash_indexer::kernels::SparseReadParams");
 }
 
 KernelSpec spin_wait_kernel_spec(const Arch& arch) { return probe_spec(arch, "spin_wait", 32, "", "unsigned long long"); }

@@ -135,6 +135,13 @@ int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, const Spar
   return fewest;
 }
 
+bool sparse_decode_step_preferred(KvFormat kv, std::int64_t rows, std::int64_t width, const SparseStepCapacity& capacity) {
+  if (kv != KvFormat::fp8) return false;
+  const int cluster = sparse_decode_step_cluster(rows, width, capacity);
+  if (cluster == 0 || rows > capacity[std::countr_zero(static_cast<unsigned>(cluster))]) return false;
+  return rows * cluster * 16 >= static_cast<std::int64_t>(capacity[0]) * 15;
+}
+
 SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const SparsePagedMqaLogitsCall& logits,
                                                   const TopkCall& topk, CUstream stream) {
   const std::int64_t width = static_cast<std::int64_t>(logits.params.num_candidates) * logits.config.candidate_block;

@@ -49,6 +49,15 @@ SparseStepCapacity sparse_decode_step_capacity(std::string_view op, const Sparse
 // where a row does not fit kSparseStepMaxCluster segments.
 int sparse_decode_step_cluster(std::int64_t rows, std::int64_t width, const SparseStepCapacity& capacity);
 
+// Whether DecodeStep::automatic takes the step for `rows` rows of `width` columns: FP8 caches only, where
+// every row runs at once (sparse_decode_step_cluster's size) and the rows' CTAs, one per SM, fill at least
+// 15/16 of the device. The step's time is that of one CTA's segment, whatever the rows, as each SM gathers
+// its candidates at a fixed rate; the two kernels spread the same gather over every SM and add the top-k
+// kernel (13-15 us at 16K columns), so the step wins only where it fills the device (B 64 and 128 at 16K
+// columns on the H100; MXFP4, whose gather the step's four warpgroups compute more slowly than the sparse
+// kernel's CTAs, lost: docs/benchmarks/decode.md, "Two-level indexing").
+bool sparse_decode_step_preferred(KvFormat kv, std::int64_t rows, std::int64_t width, const SparseStepCapacity& capacity);
+
 struct SparseDecodeStepLaunch {
   const LoadedKernel* kernel = nullptr;
   kernels::SparseDecodeStepParams params{};

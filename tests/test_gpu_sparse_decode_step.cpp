@@ -192,6 +192,52 @@ TEST_CASE("gpu: the sparse decode step replays in a CUDA graph with new candidat
   driver::api().cuGraphDestroy(graph);
 }
 
+TEST_CASE("gpu: an automatic second level takes the sparse decode step where it fills the GPU", "[gpu][sparse][step]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  const SparseStepCapacity capacity =
+      sparse_decode_step_capacity("test", {64, 128, 8, LogitsDType::f32, KvFormat::fp8, 1, Arch{}}, session().stream());
+  DecodePlanConfig pc{capacity[0], 1, 64, 128, 512, LogitsDType::f32, 4096, true, false, false, KvFormat::fp8};
+  pc.candidates = 2048;
+  const DecodePlan automatic(pc);
+  pc.step = DecodeStep::two_kernels;
+  const DecodePlan two(pc);
+  // The nodes of a captured call: one kernel for the step, two (the sparse logits, the top-k) otherwise.
+  const auto nodes = [&](const DecodePlan& plan, const Problem& p, const TensorView& cv, const TensorView& iv) {
+    CUstream stream = session().stream();
+    CUgraph graph = nullptr;
+    FI_CU(cuStreamBeginCapture, "test", stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+    run(plan, p, cv, iv, stream);
+    FI_CU(cuStreamEndCapture, "test", stream, &graph);
+    std::size_t count = 0;
+    FI_CU(cuGraphGetNodes, "test", graph, nullptr, &count);
+    driver::api().cuGraphDestroy(graph);
+    return count;
+  };
+  // All of the SMs at one CTA per row (taken), and 5/8 of them (not).
+  for (const int rows : {capacity[0], capacity[0] * 5 / 8}) {
+    const bool step = sparse_decode_step_preferred(KvFormat::fp8, rows, 16384, capacity);
+    INFO("rows " << rows << " capacity " << capacity[0] << " step " << step);
+    CHECK(step == (rows == capacity[0]));
+    std::vector<int> lengths(rows);
+    for (int b = 0; b < rows; ++b) lengths[b] = b % 7 == 3 ? 0 : 20000 + static_cast<int>(rng() % 40000);
+    const Problem p = make_problem(pc, lengths, rng());
+    const std::vector<std::int32_t> list = test::make_candidates(p.lens, pc.candidates, pc.candidate_block, rng);
+    ck::DeviceBuffer dc = ck::DeviceBuffer::from(list);
+    const TensorView cv = TensorView::contiguous(dc.data(), DType::i32, {rows, pc.candidates});
+    ck::DeviceBuffer got(static_cast<std::size_t>(rows) * pc.k * 4), want(static_cast<std::size_t>(rows) * pc.k * 4);
+    got.fill(ck::kPoison);
+    want.fill(0x5a);
+    run(automatic, p, cv, TensorView::contiguous(got.data(), DType::i32, {rows, pc.k}), session().stream());
+    run(two, p, cv, TensorView::contiguous(want.data(), DType::i32, {rows, pc.k}), session().stream());
+    session().synchronize();
+    const std::vector<std::int32_t> have = got.to_host<std::int32_t>(static_cast<std::size_t>(rows) * pc.k);
+    REQUIRE(have == want.to_host<std::int32_t>(have.size()));
+    const TensorView iv = TensorView::contiguous(got.data(), DType::i32, {rows, pc.k});
+    CHECK((nodes(automatic, p, cv, iv) < nodes(two, p, cv, iv)) == step);
+  }
+}
+
 TEST_CASE("the sparse decode step: cluster sizes by rows and width", "[sparse][step]") {
   // The largest size whose clusters all run at once, at least the fewest that hold a row (an H100's
   // capacity at one CTA per SM: 132 CTAs, 66 pairs, 30 clusters of 4, 14 of 8).
@@ -207,6 +253,17 @@ TEST_CASE("the sparse decode step: cluster sizes by rows and width", "[sparse][s
   CHECK(sparse_decode_step_cluster(20, 65536, h100) == 4);
   CHECK(sparse_decode_step_cluster(1000, 131072, h100) == 8);
   CHECK(sparse_decode_step_cluster(1, 131073, h100) == 0);
+  // DecodeStep::automatic: FP8, every row at once, its CTAs at least 15/16 of the SMs.
+  CHECK(sparse_decode_step_preferred(KvFormat::fp8, 132, 16384, h100));      // 132 CTAs
+  CHECK(sparse_decode_step_preferred(KvFormat::fp8, 124, 16384, h100));      // 124
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 123, 16384, h100));
+  CHECK(sparse_decode_step_preferred(KvFormat::fp8, 64, 16384, h100));       // 64 pairs
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 96, 16384, h100));  // 96 CTAs
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 32, 16384, h100));  // 32 pairs: 64 CTAs
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 133, 16384, h100));  // a second wave
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::mxfp4, 128, 16384, h100));
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 16, 131072, h100));  // 14 clusters of 8 at once
+  CHECK_FALSE(sparse_decode_step_preferred(KvFormat::fp8, 1, 131073, h100));
   DecodePlanConfig pc;
   pc.candidates = 16384;  // 131072 columns: 8 segments
   pc.step = DecodeStep::one_pass;

@@ -19,8 +19,10 @@ namespace flash_indexer {
 
 // How DecodePlan::run computes the step (docs/design/decode-step.md).
 enum class DecodeStep {
-  // The faster of the two where measured: today two kernels everywhere (the one-pass kernel's selection
-  // of a row on one CTA costs more than the top-k kernel; docs/benchmarks/decode.md).
+  // The faster of the two where measured: two kernels for the full context (the one-pass kernel's
+  // selection of a row on one CTA costs more than the top-k kernel; docs/benchmarks/decode.md); for the
+  // second level (config.candidates) on sm_90a with an FP8 cache, the sparse decode step where a call's
+  // rows fill the GPU with it (B 64 and 128 at 16K candidate columns on the H100), else two kernels.
   automatic,
   two_kernels,  // the logits kernel, then the top-k kernel
   // One kernel (sm_90a; next_n 1..4, heads 32 or 64, head_dim 128, max_context up to 262144, no DCP):
@@ -131,7 +133,8 @@ class DecodePlan {
   std::size_t logits_offset_ = 0, histogram_offset_ = 0, workspace_offset_ = 0;
   std::size_t spread_offset_ = 0;  // the one-pass kernel's scratch after the top-k workspace (its end where none)
   bool one_pass_ = false;
-  bool sparse_step_ = false;  // run_second_level takes the sparse decode step
+  bool sparse_step_ = false;       // run_second_level takes the sparse decode step (one_pass)
+  bool sparse_step_auto_ = false;  // run_second_level takes it where sparse_decode_step_preferred (automatic)
 };
 
 }  // namespace flash_indexer

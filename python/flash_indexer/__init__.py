@@ -204,8 +204,9 @@ class DecodePlan(_ext.DecodePlan):
     workspace allocated once. Create it with the CUDA device current (e.g. after torch.cuda.init()).
     `pdl=True`: the plan's kernels are programmatic dependent launches (DecodePlanConfig::pdl);
     `dcp=(ranks, rank, interleave)`: this GPU's shard of a DCP cache (DecodePlanConfig::dcp);
-    `step`: "automatic", "two_kernels" or "one_pass" (DecodePlanConfig::step; the one pass is opt-in,
-    docs/design/decode-step.md);
+    `step`: "automatic", "two_kernels" or "one_pass" (DecodePlanConfig::step; the full-context one pass is
+    opt-in, docs/design/decode-step.md; "automatic" takes the second level's one kernel where it is faster,
+    docs/design/two-level.md);
     `candidates=C`, `candidate_block=8|16`: two-level indexing's second level (DecodePlanConfig::candidates,
     docs/design/two-level.md): run() then takes `candidates` (int32 [B * next_n, C], blocks of each row's
     context) and writes the top-k context positions among them, -1 padding."""

@@ -82,6 +82,7 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   // The two-level mode's candidates.
   check::DeviceBuffer candidates(o.two_level > 0 ? static_cast<std::size_t>(max_rows) * o.two_level * 4 : 16);
   std::vector<std::int32_t> host_candidates;
+  check::DeviceBuffer read_xor(o.two_level > 0 ? static_cast<std::size_t>(sparse_read_warps()) * 4 : 16);
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
   for (const DecodeShape& s : decode_shapes(o)) {
@@ -189,6 +190,19 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
               .median_us;
       r.candidate_bytes = static_cast<double>(live) * (static_cast<double>(inputs->block_bytes()) / 64);
       r.candidate_floor_us = r.candidate_bytes / read_bandwidth * 1e6;
+      const kernels::SparseReadParams read{static_cast<const unsigned char*>(kv.data),
+                                           inputs->block_bytes(),
+                                           static_cast<const int*>(table.data),
+                                           static_cast<const int*>(lens.data),
+                                           static_cast<const int*>(cv.data),
+                                           s.batch,
+                                           s.next_n,
+                                           static_cast<int>(table.strides[0]),
+                                           o.two_level,
+                                           o.candidate_block,
+                                           static_cast<int>(inputs->block_bytes() / 64 - 4),
+                                           static_cast<unsigned int*>(read_xor.data())};
+      r.candidate_read_us = time_sparse_read(gpu, read, nullptr, o.replays).median_us;
     }
     out.push_back(r);
     if (on_row) on_row(r);

@@ -70,6 +70,7 @@ struct DecodeBenchRow {
   double sparse_logits_us = 0;  // sparse_paged_mqa_logits alone
   double candidate_bytes = 0;  // the live candidate positions' keys and scales, every query row its own
   double candidate_floor_us = 0;  // candidate_bytes / read bandwidth
+  double candidate_read_us = 0;   // the sparse-read probe: those candidates' keys and scales gathered, nothing else
 };
 
 // `on_skip`: a cell whose plan configuration DecodePlan rejects, with the reason.

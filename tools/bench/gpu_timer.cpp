@@ -119,6 +119,26 @@ GraphTiming time_paged_read(check::GpuSession& gpu, const kernels::PagedReadPara
   return time_graph(gpu, [&](CUstream stream) { launch_paged_read(params, stream); }, replays, flush);
 }
 
+int sparse_read_warps() {
+  return probe_kernel<sparse_read_kernel_spec>().multiprocessors * kernels::kSparseReadCtasPerSm *
+         (kernels::kSparseReadThreads / 32);
+}
+
+void launch_sparse_read(const kernels::SparseReadParams& params, CUstream stream) {
+  if ((params.candidate_block != 8 && params.candidate_block != 16) || (params.key_bytes != 128 && params.key_bytes != 64) ||
+      params.block_stride % 16 != 0)
+    throw Error("sparse-read probe: candidate blocks of 8 or 16 positions, keys of 128 or 64 bytes, 16-byte block strides");
+  const LoadedKernel& kernel = probe_kernel<sparse_read_kernel_spec>();
+  kernels::SparseReadParams p = params;
+  void* args[] = {&p};
+  launch_kernel(kernel, static_cast<unsigned>(kernel.multiprocessors) * kernels::kSparseReadCtasPerSm, 1, 1, stream, args);
+}
+
+GraphTiming time_sparse_read(check::GpuSession& gpu, const kernels::SparseReadParams& params, check::DeviceBuffer* flush,
+                             int replays) {
+  return time_graph(gpu, [&](CUstream stream) { launch_sparse_read(params, stream); }, replays, flush);
+}
+
 double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes, int replays) {
   const LoadedKernel& kernel = probe_kernel<stream_read_kernel_spec>();
   check::DeviceBuffer data(bytes), sink(16);

@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "../../kernels/paged_read_params.cuh"
+#include "../../kernels/sparse_read_params.cuh"
 #include "gpu_session.hpp"
 
 namespace flash_indexer::bench {
@@ -34,6 +35,14 @@ int paged_read_warps();
 void launch_paged_read(const kernels::PagedReadParams& params, CUstream stream);
 GraphTiming time_paged_read(check::GpuSession& gpu, const kernels::PagedReadParams& params, check::DeviceBuffer* flush,
                             int replays);
+
+// The sparse-read probe (kernels/sparse_read.cuh) over a two-level cell's KV pool, block table, lengths
+// and candidates: gathers exactly the candidate keys and scales a sparse logits call reads, with nothing
+// else. `params.warp_xor` holds sparse_read_warps() words.
+int sparse_read_warps();
+void launch_sparse_read(const kernels::SparseReadParams& params, CUstream stream);
+GraphTiming time_sparse_read(check::GpuSession& gpu, const kernels::SparseReadParams& params, check::DeviceBuffer* flush,
+                             int replays);
 
 // Bytes per second of a streaming read of `bytes` (default 2 GiB), median of `replays` graph replays.
 double measure_read_bandwidth(check::GpuSession& gpu, std::size_t bytes = std::size_t{2} << 30, int replays = 20);

@@ -140,10 +140,13 @@ bytes / read bandwidth; KiB/row, one_KiB: the plan's and the one-pass plan's dev
   --dcp-interleave I the DCP interleave (default 1; 64 for block-interleaved shards)
   --two-level C      the two-level mode (docs/design/two-level.md): beside the full-context plan ("us",
                      "logits_us"), the second level over C candidate blocks per query row drawn at random
-                     from its context: DecodePlan::run_second_level, the sparse logits with masked
-                     columns NaN and one topk call mapping to positions ("two_us"), the sparse logits alone ("sparse_us"), and the floor of the
-                     live candidates' key bytes ("cand_floor"; x_cand = two_us / cand_floor). V4.1:
-                     --two-level 2048 --k 512
+                     from its context: DecodePlan::run_second_level as two kernels, the sparse logits
+                     with masked columns NaN and one topk call mapping to positions ("two_us"), and as
+                     the sparse decode step where it applies ("step_us", 0 elsewhere); the sparse logits
+                     alone ("sparse_us"); the live candidates' key and scale bytes over the streaming
+                     bandwidth ("cand_floor"; x_two, x_step: the times over it) and those candidates
+                     gathered by a probe that reads nothing else ("cand_read"). V4.1: --two-level 2048
+                     --k 512
   --candidate-block B  positions per candidate block, 8 (default) or 16
 
 prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
