@@ -33,7 +33,8 @@ __device__ void sparse_read(const SparseReadParams& p) {
       if (candidate >= 0 && candidate < (len + p.candidate_block - 1) / p.candidate_block) {
         const long long pos = candidate * p.candidate_block;
         const unsigned char* block =
-            p.kv_cache + static_cast<long long>(__ldg(p.block_table + static_cast<long long>(b) * p.table_stride + pos / 64)) * p.block_stride;
+            p.kv_cache +
+            static_cast<long long>(__ldg(p.block_table + static_cast<long long>(b) * p.table_stride + pos / 64)) * p.block_stride;
         keys = reinterpret_cast<const uint4*>(block + (pos % 64) * p.key_bytes);
         scales = reinterpret_cast<const uint4*>(block + 64 * p.key_bytes + (pos % 64) * 4);
       }
