@@ -8,10 +8,13 @@
 // candidates as its table of candidate_block positions.
 //
 // Gather and scores: four warpgroups; warpgroup g takes tiles g, g + 4, ... of the CTA's segment
-// through its own ring of kSparseStepRing stages, which one of its threads fills (a TMA per FP8
-// candidate and a bulk copy of its scales; MXFP4: bulk copies into the block layout), and computes each
+// through its own ring of kSparseStepRing stages, and computes each
 // tile as the sparse logits kernel does (sparse_gather_sm90.cuh), so every live value is bitwise the
-// sparse (and the full-context) kernel's. Masked candidates and invalid block ids are never read: their
+// sparse (and the full-context) kernel's. FP8 stages are filled by the warpgroup's 128 threads, 16-byte
+// cp.async copies into the TMA's swizzled layout (sparse_copy_tile_threads): one thread issuing a TMA
+// per 1 KiB candidate and a bulk copy per 32-byte scale run gathered at about 15 GB/s per SM, the
+// threads' copies at about 19 (docs/benchmarks/decode.md, "Two-level indexing"). MXFP4 stages keep one
+// thread's bulk copies into the block layout. Masked candidates and invalid block ids are never read: their
 // columns are NaN, which the selector never takes.
 #include "grid_dependency.cuh"
 #include "sparse_decode_step_params.cuh"
@@ -76,8 +79,10 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   for (int i = tid; i < tiles * kPer; i += kThreads)
     cand_s[i] = sparse_candidate<kBlock>(sp, r, first_tile * kPer + i, row_length);
   sparse_load_query<kHeads, kHeadDim, kMxfp4>(p, r, q_s, weight_s, tid, kThreads);
+  // FP8: the warpgroup's 128 threads copy a tile (each arrives once its copies land); MXFP4: one thread.
+  constexpr bool kThreadCopies = !kMxfp4;
   if (tid == 0) {
-    for (int s = 0; s < kGroups * kRing; ++s) sm90::mbarrier_init(&full[s], 1);
+    for (int s = 0; s < kGroups * kRing; ++s) sm90::mbarrier_init(&full[s], kThreadCopies ? 128 : 1);
     sm90::fence_barrier_init();
   }
   sm90::fence_proxy_async();  // the query tile, read by the wgmma after the barrier
@@ -87,10 +92,13 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   const int mine = tiles > group ? (tiles - group + kGroups - 1) / kGroups : 0;  // this warpgroup's tiles
   auto issue = [&](int i) {  // the warpgroup's i-th tile, tile group + i * kGroups of the segment
     const int t = group + i * kGroups, stage = group * kRing + i % kRing;
-    sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(lp, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
-                                                &full[stage]);
+    if constexpr (kThreadCopies)
+      sparse_copy_tile_threads<kBlock>(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], gtid);
+    else
+      sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(lp, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
+                                                  &full[stage]);
   };
-  if (gtid == 0)
+  if (kThreadCopies || gtid == 0)
     for (int i = 0; i < min(mine, kRing); ++i) issue(i);
 
   const int lane = gtid % 32;
@@ -107,10 +115,11 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   for (int i = 0; i < mine; ++i) {
     const int stage = group * kRing + i % kRing;
     sm90::mbarrier_wait(&full[stage], (i / kRing) & 1);
+    if constexpr (kThreadCopies) sm90::fence_proxy_async();  // the copies' writes, read by the wgmma
     const float scale = sparse_tile_scores<kHeads, kHeadDim, kMxfp4>(acc, k_s + stage * kStageBytes, scale_s + stage * 64, q_s,
                                                                      key0, quad, owned_key);
     sm90::named_barrier_sync(1 + group, 128);  // the warpgroup is done with the stage: refill it
-    if (gtid == 0 && i + kRing < mine) issue(i + kRing);
+    if ((kThreadCopies || gtid == 0) && i + kRing < mine) issue(i + kRing);
     typename Tile::Owned sum;
     Tile::head_sums(acc, weights, quad, sum);
     if (Tile::owns(0, quad)) {

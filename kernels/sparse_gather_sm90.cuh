@@ -97,6 +97,36 @@ __device__ __forceinline__ void sparse_issue_tile(const SparsePagedMqaLogitsSm90
   }
 }
 
+// sparse_issue_tile's FP8 tile copied by a warpgroup's 128 threads (thread gtid): each key row's eight
+// 16-byte chunks by cp.async into the 128B-swizzled layout the TMA writes, the 64 scales by 16 threads;
+// each thread then arrives on `full` (initialised for 128 arrivals) once its copies have landed.
+template <int kBlock>
+__device__ __forceinline__ void sparse_copy_tile_threads(const PagedMqaLogitsParams& p, const int2* candidates,
+                                                         unsigned char* dst, float* scales, unsigned long long* full, int gtid) {
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int j = gtid + 128 * u, row = j >> 3, chunk = j & 7;
+    const int2 c = candidates[row / kBlock];
+    if (c.x >= 0) {
+      const unsigned char* src =
+          p.kv_cache + static_cast<long long>(c.x) * p.kv_block_stride + ((c.y & 0xff) + row % kBlock) * 128 + chunk * 16;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sm90::smem_address(dst + swizzled_128b(row, chunk))),
+                   "l"(src)
+                   : "memory");
+    }
+  }
+  if (gtid < 16) {
+    const int row = gtid * 4;
+    const int2 c = candidates[row / kBlock];
+    if (c.x >= 0) {
+      const unsigned char* src =
+          p.kv_cache + static_cast<long long>(c.x) * p.kv_block_stride + 64 * 128 + ((c.y & 0xff) + row % kBlock) * 4;
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sm90::smem_address(scales + row)), "l"(src) : "memory");
+    }
+  }
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_address(full)) : "memory");
+}
+
 // The scores of a landed stage (one warpgroup; its thread holds keys key0 and key0 + 8): acc = K * Q^T,
 // and the scale of owned_key, the key whose head sum this thread keeps.
 template <int kHeads, int kHeadDim, bool kMxfp4>
