@@ -8,14 +8,14 @@
 // candidates as its table of candidate_block positions.
 //
 // Gather and scores: four warpgroups; warpgroup g takes tiles g, g + 4, ... of the CTA's segment
-// through its own ring of kSparseStepRing stages, and computes each
-// tile as the sparse logits kernel does (sparse_gather_sm90.cuh), so every live value is bitwise the
-// sparse (and the full-context) kernel's. FP8 stages are filled by the warpgroup's 128 threads, 16-byte
-// cp.async copies into the TMA's swizzled layout (sparse_copy_tile_threads): one thread issuing a TMA
-// per 1 KiB candidate and a bulk copy per 32-byte scale run gathered at about 15 GB/s per SM, the
-// threads' copies at about 19 (docs/benchmarks/decode.md, "Two-level indexing"). MXFP4 stages keep one
-// thread's bulk copies into the block layout. Masked candidates and invalid block ids are never read: their
-// columns are NaN, which the selector never takes.
+// through its own ring of kSparseStepRing stages and computes each tile as the sparse logits kernel
+// does (sparse_gather_sm90.cuh), so every live value is bitwise the sparse (and the full-context)
+// kernel's. FP8 stages are filled by the warpgroup's 128 threads, 16-byte cp.async copies into the
+// TMA's swizzled layout (sparse_copy_tile_threads): one thread issuing a TMA per 1 KiB candidate and a
+// bulk copy per 32-byte run of scales gathered about 15 GB/s per SM, the threads' copies about 19
+// (docs/benchmarks/decode.md, "Two-level indexing"). MXFP4 stages keep one thread's bulk copies into
+// the block layout. Masked candidates and invalid block ids are never read: their columns are NaN,
+// which the selector never takes.
 #include "grid_dependency.cuh"
 #include "sparse_decode_step_params.cuh"
 #include "sparse_gather_sm90.cuh"
