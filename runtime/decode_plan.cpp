@@ -38,6 +38,11 @@ bool step_shapes(const DecodePlanConfig& c) {
          c.max_context <= kernels::kStepMaxWidth;
 }
 
+// The sparse decode step's configuration for a second-level plan (its cluster size chosen per call).
+SparseDecodeStepConfig sparse_step_config(const DecodePlanConfig& c) {
+  return {c.heads, c.head_dim, c.candidate_block, c.logits, c.kv, 1, Arch{}};
+}
+
 // Whether the plan runs in one pass where the device allows. `automatic` takes two kernels: the one-pass
 // kernel was slower in every measured cell (docs/benchmarks/decode.md, "One pass"), its selection of a
 // row on one CTA being the bound (docs/design/decode-step.md).
@@ -195,9 +200,7 @@ DecodePlan::DecodePlan(const DecodePlanConfig& config, PlanMemory memory) : conf
             {config_.heads, config_.head_dim, config_.candidate_block, false, config_.logits, config_.kv, Arch{}});
         warm_topk(config_.logits);
       }
-      if (sparse_step_ || sparse_step_auto_)
-        warm_sparse_decode_step(
-            {config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}});
+      if (sparse_step_ || sparse_step_auto_) warm_sparse_decode_step(sparse_step_config(config_));
       return;
     }
     one_pass_ = one_pass_chosen(config_) &&
@@ -326,18 +329,15 @@ void DecodePlan::run_second_level(const TensorView& q, const TensorView& q_scale
   so.q_scales = q_scales;
   so.masked_nan = true;  // never selected: a row with fewer than k live positions pads with -1
   so.pdl = config_.pdl;
-  const bool step =
-      sparse_step_ ||
-      (sparse_step_auto_ &&
-       sparse_decode_step_preferred(
-           config_.kv, rows, width_,
-           sparse_decode_step_capacity(
-               op, {config_.heads, config_.head_dim, config_.candidate_block, config_.logits, config_.kv, 1, Arch{}}, stream)));
-  if (step) {
+  // The step's capacity, read once: it decides `automatic` and sizes the step's clusters.
+  const SparseStepCapacity capacity = sparse_step_ || sparse_step_auto_
+                                          ? sparse_decode_step_capacity(op, sparse_step_config(config_), stream)
+                                          : SparseStepCapacity{};
+  if (sparse_step_ || (sparse_step_auto_ && sparse_decode_step_preferred(config_.kv, rows, width_, capacity))) {
     const SparsePagedMqaLogitsCall logits_call = check_sparse_paged_mqa_logits(
         op, q, kv_cache, weights, context_lens, block_table, candidates, config_.candidate_block, logits_view, so);
     if (logits_call.empty()) return;
-    enqueue(prepare_sparse_decode_step(op, logits_call, topk_call, stream), stream);
+    enqueue(prepare_sparse_decode_step(op, logits_call, topk_call, capacity, stream), stream);
     return;
   }
   if (rows == 0) {

@@ -143,7 +143,7 @@ bool sparse_decode_step_preferred(KvFormat kv, std::int64_t rows, std::int64_t w
 }
 
 SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const SparsePagedMqaLogitsCall& logits,
-                                                  const TopkCall& topk, CUstream stream) {
+                                                  const TopkCall& topk, const SparseStepCapacity& capacity, CUstream stream) {
   const std::int64_t width = static_cast<std::int64_t>(logits.params.num_candidates) * logits.config.candidate_block;
   if (logits.empty() || topk.empty() || topk.params.rows != logits.rows || topk.params.width != width)
     throw Error(fmt::format("{}: the sparse decode step does not apply to this call (the plan checks its shapes first)", op));
@@ -154,7 +154,7 @@ SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const Spa
                            logits.config.kv,
                            1,
                            Arch{}};
-  c.cluster = sparse_decode_step_cluster(logits.rows, width, sparse_decode_step_capacity(op, c, stream));
+  c.cluster = sparse_decode_step_cluster(logits.rows, width, capacity);
   if (c.cluster == 0)
     throw Error(fmt::format("{}: the sparse decode step holds rows of up to {} columns, got {}", op,
                             kernels::kSparseStepMaxCluster * kernels::kSparseStepSegmentColumns, width));

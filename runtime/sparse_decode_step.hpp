@@ -65,10 +65,12 @@ struct SparseDecodeStepLaunch {
   bool pdl = false;
 };
 
-// The step of a checked sparse logits call (sm90 variant) and its checked top-k over the same rows.
-// Loads the kernel for the current device (an sm_90a one); enqueues nothing. Not for an empty call.
+// The step of a checked sparse logits call (sm90 variant) and its checked top-k over the same rows, at
+// the cluster size sparse_decode_step_cluster gives for `capacity` (sparse_decode_step_capacity of the
+// call's configuration). Loads the kernel for the current device (an sm_90a one); enqueues nothing. Not
+// for an empty call.
 SparseDecodeStepLaunch prepare_sparse_decode_step(std::string_view op, const SparsePagedMqaLogitsCall& logits,
-                                                  const TopkCall& topk, CUstream stream);
+                                                  const TopkCall& topk, const SparseStepCapacity& capacity, CUstream stream);
 void enqueue(const SparseDecodeStepLaunch& launch, CUstream stream);
 
 // Loads the step kernels of `config` at every cluster size in the current context.
