@@ -28,9 +28,11 @@ __all__ = [
     "current_stream",
     "fp8_fp4_mqa_logits",
     "fp8_fp4_paged_mqa_logits",
+    "fp8_fp4_paged_sparse_mqa_logits",
     "fp8_paged_mqa_logits",
     "get_num_sms",
     "get_paged_mqa_logits_metadata",
+    "get_paged_sparse_mqa_logits_metadata",
     "indexer_preset",
     "indexer_presets",
     "jit_enabled",
@@ -362,6 +364,108 @@ def fp8_fp4_paged_mqa_logits(q, kv_cache, weights, context_lens, block_table, sc
     paged_mqa_logits(values, kv_cache, weights, context_lens, block_table, logits, fill_masked=clean_logits,
                      histogram=histogram, q_scales=scales)
     return logits
+
+
+def _int32_tensor(op, name, t, ranks, rows=None):
+    """`t` as an int32 tensor of one of `ranks`, with `rows` rows where given; else ValueError naming it."""
+    dtype = str(getattr(t, "dtype", "")).replace("torch.", "")
+    shape = list(getattr(t, "shape", []))
+    if dtype != "int32" or len(shape) not in ranks or (rows is not None and shape[0] != rows):
+        want = f"[{rows}, ...]" if rows is not None else "a tensor"
+        raise ValueError(f"{op}: {name}: expected int32 of rank {' or '.join(map(str, ranks))}, {want}; got "
+                         f"{dtype or type(t).__name__} {shape}")
+
+
+def get_paged_sparse_mqa_logits_metadata(context_lens, block_table, indices, page_kv, sparse_kv_block_indices, qk_dtype,
+                                         sparse_block_kv):
+    """DeepGEMM's get_paged_sparse_mqa_logits_metadata (two-level indexing's second level, next_n 1): what
+    fp8_fp4_paged_sparse_mqa_logits reads, as one uint8 tensor built on the device (no sync, capturable):
+    each query token's length, its candidate blocks and its block-table row, int32. As DeepGEMM's, a row's
+    candidates are the first min(C, ceil(len / sparse_block_kv)) entries of its `sparse_kv_block_indices`
+    row (the rest are ignored: -1 here, never read), and the metadata must be rebuilt whenever any input
+    changes. `indices` (the request of each token) is checked and not needed: every token uses its own
+    block-table row. `page_kv` is 64 (the cache's block); `qk_dtype` the query's: torch.int8 / uint8 for
+    packed E2M1 (MXFP4 cache), float8_e4m3fn for FP8 queries with the FP8 cache (q_sf None)."""
+    import torch
+
+    op = "get_paged_sparse_mqa_logits_metadata"
+    if page_kv != 64:
+        raise ValueError(f"{op}: page_kv: expected 64 (the cache's block of keys), got {page_kv}")
+    if sparse_block_kv not in (8, 16):
+        raise ValueError(f"{op}: sparse_block_kv: expected 8 or 16, got {sparse_block_kv}")
+    if str(qk_dtype).replace("torch.", "") not in ("int8", "uint8", "float8_e4m3fn"):
+        raise ValueError(f"{op}: qk_dtype: expected torch.int8 / torch.uint8 (packed E2M1) or torch.float8_e4m3fn, "
+                         f"got {qk_dtype}")
+    _int32_tensor(op, "sparse_kv_block_indices", sparse_kv_block_indices, (2,))
+    tokens, blocks = sparse_kv_block_indices.shape
+    if blocks < 1:
+        raise ValueError(f"{op}: sparse_kv_block_indices: expected at least one column, got {blocks}")
+    _int32_tensor(op, "context_lens", context_lens, (1, 2), tokens)
+    if context_lens.dim() == 2 and context_lens.shape[1] != 1:
+        raise ValueError(f"{op}: context_lens: expected [{tokens}] or [{tokens}, 1] (next_n 1), got "
+                         f"{list(context_lens.shape)}")
+    _int32_tensor(op, "block_table", block_table, (2,), tokens)
+    if block_table.shape[1] < 1:
+        raise ValueError(f"{op}: block_table: expected at least one column, got {list(block_table.shape)}")
+    _check_indices(op, indices, tokens)
+    lens = context_lens.reshape(-1)
+    live = (lens.clamp(min=0) + (sparse_block_kv - 1)) // sparse_block_kv
+    column = torch.arange(blocks, dtype=torch.int32, device=lens.device)
+    candidates = torch.where(column[None, :] < live[:, None], sparse_kv_block_indices, -1)
+    return torch.cat([lens, candidates.reshape(-1), block_table.reshape(-1)]).view(torch.uint8)
+
+
+def _sparse_metadata_parts(op, metadata, tokens, blocks):
+    """The lengths [T], candidates [T, C] and block table [T, P] of get_paged_sparse_mqa_logits_metadata's
+    tensor, checked against the call's T and C from its shape (no sync)."""
+    import torch
+
+    dtype = str(getattr(metadata, "dtype", "")).replace("torch.", "")
+    words = metadata.numel() // 4 if dtype == "uint8" and metadata.dim() == 1 else -1
+    pages = words // tokens - 1 - blocks if tokens > 0 and words >= 0 else -1
+    if words * 4 != metadata.numel() or pages < 1 or words != tokens * (1 + blocks + pages):
+        raise ValueError(f"{op}: metadata: expected get_paged_sparse_mqa_logits_metadata's uint8 tensor for {tokens} "
+                         f"query tokens and num_max_sparse_blocks = {blocks}, got {dtype} {list(metadata.shape)}")
+    words = metadata.view(torch.int32)
+    lens = words[:tokens]
+    candidates = words[tokens:tokens * (1 + blocks)].view(tokens, blocks)
+    return lens, candidates, words[tokens * (1 + blocks):].view(tokens, pages)
+
+
+def fp8_fp4_paged_sparse_mqa_logits(q, kv_cache, weights, metadata, num_max_sparse_blocks, sparse_block_kv):
+    """DeepGEMM's fp8_fp4_paged_sparse_mqa_logits: new bfloat16 logits [T, C * sparse_block_kv] (C =
+    num_max_sparse_blocks) of each query token over its candidate blocks (metadata from
+    get_paged_sparse_mqa_logits_metadata); column c * sparse_block_kv + o is position block_c *
+    sparse_block_kv + o of the token's context. q is (packed E2M1 int8 / uint8 [T, 1, H, D / 2], int32
+    [T, 1, H] exponents) with the MXFP4 cache (uint8 [num_blocks, 64, 1, 68]), or (float8_e4m3fn [T, 1, H,
+    D], None) with the FP8 cache (uint8 [num_blocks, 64, 1, D + 4]); H 32 or 64, D 128. `weights` is
+    [T, H], bfloat16 (DeepGEMM's) or float32. The values are sparse_paged_mqa_logits' (FP32 sums, rounded
+    once to bfloat16; DeepGEMM sums in bfloat16); the columns DeepGEMM leaves unwritten (candidates past
+    a token's count, positions past its length) are -inf."""
+    import torch
+
+    op = "fp8_fp4_paged_sparse_mqa_logits"
+    if not isinstance(q, (tuple, list)) or len(q) != 2:
+        raise ValueError(f"{op}: q: expected (values, scales), got {type(q).__name__}")
+    values, scales = q
+    if "float8" in str(values.dtype) and scales is not None:
+        raise ValueError(f"{op}: q: FP8 queries with UE8M0 scales (MXFP8) are not supported; FP8 queries come as "
+                         "(q, None) with the FP8 cache (a float32 scale per token)")
+    if values.dim() != 4 or values.shape[1] != 1:
+        raise ValueError(f"{op}: q: expected [T, 1, H, D] values (next_n 1), got {list(values.shape)}")
+    if sparse_block_kv not in (8, 16):
+        raise ValueError(f"{op}: sparse_block_kv: expected 8 or 16, got {sparse_block_kv}")
+    tokens, blocks = values.shape[0], int(num_max_sparse_blocks)
+    if blocks < 1:
+        raise ValueError(f"{op}: num_max_sparse_blocks: expected 1 or more, got {num_max_sparse_blocks}")
+    lens, candidates, table = _sparse_metadata_parts(op, metadata, tokens, blocks)
+    if str(values.dtype) == "torch.int8":
+        values = values.view(torch.uint8)  # DeepGEMM's packed-E2M1 dtype; the kernels read the bytes
+    if str(getattr(weights, "dtype", "")) != "torch.float32":
+        weights = weights.float()
+    logits = torch.empty((tokens, blocks * sparse_block_kv), dtype=torch.bfloat16, device=values.device)
+    return sparse_paged_mqa_logits(values, kv_cache, weights, lens, table, candidates, sparse_block_kv, logits,
+                                   q_scales=scales)
 
 
 _workspaces = {}

@@ -3,6 +3,8 @@ engines can call them the way they call their own (`torch.ops.flash_indexer.top_
 Schemas mirror the peers' where the op is a drop-in (vLLM's `_C.top_k_per_row_*`, DeepGEMM's
 `fp8_paged_mqa_logits`); each has a fake (meta) implementation giving the output's shape and dtype.
 Registered when flash_indexer is imported in a process where torch is importable."""
+from typing import Optional
+
 import torch
 
 import flash_indexer as fi  # the package being imported: its functions are defined by now
@@ -46,6 +48,21 @@ def fp8_paged_mqa_logits(q: torch.Tensor, kv_cache: torch.Tensor, weights: torch
 @fp8_paged_mqa_logits.register_fake
 def _(q, kv_cache, weights, context_lens, block_table, schedule_meta, max_context_len, clean_logits=False):
     return q.new_empty((q.shape[0] * q.shape[1], max_context_len), dtype=torch.float32)
+
+
+@torch.library.custom_op(f"{_NS}::fp8_fp4_paged_sparse_mqa_logits", mutates_args=())
+def fp8_fp4_paged_sparse_mqa_logits(q: torch.Tensor, q_sf: Optional[torch.Tensor], kv_cache: torch.Tensor,
+                                    weights: torch.Tensor, metadata: torch.Tensor, num_max_sparse_blocks: int,
+                                    sparse_block_kv: int) -> torch.Tensor:
+    """DeepGEMM's fp8_fp4_paged_sparse_mqa_logits (flash_indexer.fp8_fp4_paged_sparse_mqa_logits), the query
+    as two arguments: new bfloat16 logits."""
+    return fi.fp8_fp4_paged_sparse_mqa_logits((q, q_sf), kv_cache, weights, metadata, num_max_sparse_blocks,
+                                              sparse_block_kv)
+
+
+@fp8_fp4_paged_sparse_mqa_logits.register_fake
+def _(q, q_sf, kv_cache, weights, metadata, num_max_sparse_blocks, sparse_block_kv):
+    return q.new_empty((q.shape[0], num_max_sparse_blocks * sparse_block_kv), dtype=torch.bfloat16)
 
 
 @torch.library.custom_op(f"{_NS}::topk", mutates_args=())

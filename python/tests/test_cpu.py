@@ -440,6 +440,48 @@ def test_deepgemm_compatible_logits_allocate_and_pass_through(monkeypatch):
     assert calls[-1][0][0] is packed and calls[-1][1]["q_scales"] is exponents
 
 
+def test_deepgemm_sparse_calls_check_their_arguments_before_any_work(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "torch", fake_torch())
+    monkeypatch.setattr(fi, "sparse_paged_mqa_logits", lambda *a, **kw: pytest.fail("reached the kernel"))
+    lens, table = FakeTensor((3,), dtype="int32"), FakeTensor((3, 5), dtype="int32")
+    sparse = FakeTensor((3, 16), dtype="int32")
+    meta = fi.get_paged_sparse_mqa_logits_metadata
+    for kw, match in (({"page_kv": 128}, "page_kv: expected 64"),
+                      ({"sparse_block_kv": 32}, "sparse_block_kv: expected 8 or 16"),
+                      ({"qk_dtype": "torch.float16"}, "qk_dtype: expected torch.int8"),
+                      ({"context_lens": FakeTensor((4,), dtype="int32")}, r"context_lens: expected int32 .*\[3, ...\]"),
+                      ({"context_lens": FakeTensor((3, 2), dtype="int32")}, r"context_lens: expected \[3\] or \[3, 1\]"),
+                      ({"block_table": FakeTensor((3, 5), dtype="int64")}, "block_table: expected int32"),
+                      ({"block_table": FakeTensor((3, 0), dtype="int32")}, "block_table: expected at least one column"),
+                      ({"sparse_kv_block_indices": FakeTensor((3,), dtype="int32")}, "sparse_kv_block_indices: expected"),
+                      ({"indices": FakeTensor((2,), dtype="int32")}, r"indices: expected int32 \[3\]")):
+        args = dict(context_lens=lens, block_table=table, indices=None, page_kv=64, sparse_kv_block_indices=sparse,
+                    qk_dtype="torch.int8", sparse_block_kv=8)
+        args.update(kw)
+        with pytest.raises(ValueError, match="get_paged_sparse_mqa_logits_metadata: " + match):
+            meta(**args)
+    logits = fi.fp8_fp4_paged_sparse_mqa_logits
+    packed, exponents = FakeTensor((3, 1, 32, 64), dtype="torch.int8"), FakeTensor((3, 1, 32), dtype="int32")
+    words = 3 * (1 + 16 + 5)  # lengths, candidates and table of 3 tokens
+    good = FakeTensor((4 * words,), dtype="torch.uint8")
+    for args, match in ((((packed, exponents), "kv", "w", FakeTensor((4 * words - 4,), dtype="torch.uint8"), 16, 8),
+                         r"metadata: expected .* 3 query tokens and num_max_sparse_blocks = 16"),
+                        (((packed, exponents), "kv", "w", good, 21, 8), "metadata: expected"),
+                        (((packed, exponents), "kv", "w", FakeTensor((words,), dtype="torch.int32"), 16, 8),
+                         "metadata: expected"),
+                        (((packed, exponents), "kv", "w", good, 16, 4), "sparse_block_kv: expected 8 or 16"),
+                        (((packed, exponents), "kv", "w", good, 0, 8), "num_max_sparse_blocks: expected 1 or more"),
+                        (((FakeTensor((3, 2, 32, 64), dtype="torch.int8"), exponents), "kv", "w", good, 16, 8),
+                         r"q: expected \[T, 1, H, D\] values \(next_n 1\)"),
+                        (((FakeTensor((3, 1, 32, 128), dtype="torch.float8_e4m3fn"), exponents), "kv", "w", good, 16, 8),
+                         r"q: FP8 queries with UE8M0 scales \(MXFP8\) are not supported"),
+                        ((packed, "kv", "w", good, 16, 8), r"q: expected \(values, scales\)")):
+        with pytest.raises(ValueError, match="fp8_fp4_paged_sparse_mqa_logits: " + match):
+            logits(*args)
+
+
 def test_deepgemm_sm_count_calls(monkeypatch):
     monkeypatch.setattr(fi, "_num_sms", None)
     fi.set_num_sms(100)

@@ -211,6 +211,102 @@ def test_second_level_topk_in_one_call_writes_live_context_positions(block):
         assert list(got[r]).count(-1) == k - len(picked)
 
 
+def make_mxfp4_paged_inputs(rng, B, H, lengths, spare_blocks=3):
+    """Random MXFP4 bytes (every E2M1 code) with exponents 2^-8..2^2, D 128, next_n 1; the table as
+    make_paged_inputs'."""
+    need = [(length + 63) // 64 for length in lengths]
+    blocks = sum(need) + spare_blocks
+    kv = np.zeros((blocks, 64, 1, 68), np.uint8)
+    flat = kv.reshape(blocks, -1)
+    flat[:, : 64 * 64] = rng.integers(0, 256, (blocks, 64 * 64))
+    flat[:, 64 * 64:] = rng.integers(119, 130, (blocks, 64 * 4))
+    q = rng.integers(0, 256, (B, 1, H, 64)).astype(np.uint8)
+    q_sf = rng.integers(119, 130, (B, 1, H, 4)).astype(np.uint8).view(np.int32).reshape(B, 1, H)
+    weights = (rng.integers(-16, 17, (B, H)) / 8).astype(np.float32)
+    pool = rng.permutation(blocks)
+    table = np.full((B, max(need) + 1), -1, np.int32)
+    at = 0
+    for b in range(B):
+        table[b, : need[b]] = pool[at: at + need[b]]
+        at += need[b]
+    return q, q_sf, kv, weights, np.array(lengths, np.int32), table
+
+
+def deepgemm_sparse_rows(rng, lengths, C, block, padding):
+    """DeepGEMM's candidate rows: the first min(C, ceil(len / block)) entries unique, ascending blocks of the
+    row, the rest `padding` (None: repeats of the last block, as DeepGEMM's test pads)."""
+    rows = np.zeros((len(lengths), C), np.int32)
+    for r, length in enumerate(lengths):
+        blocks = -(-length // block)
+        live = sorted(rng.choice(blocks, size=min(C, blocks), replace=False)) if blocks else []
+        rows[r, : len(live)] = live
+        rows[r, len(live):] = (live[-1] if live else 0) if padding is None else padding
+    return rows
+
+
+@pytest.mark.parametrize("block", [8, 16])
+def test_deepgemm_sparse_drop_ins_equal_the_full_context_logits(block):
+    # fp8_fp4_paged_sparse_mqa_logits over get_paged_sparse_mqa_logits_metadata, by DeepGEMM's keywords: at
+    # each live candidate position the MXFP4 full-context logits bit for bit, -inf where DeepGEMM writes
+    # nothing (entries past a token's count, positions past its length), bfloat16 weights as DeepGEMM's.
+    rng = np.random.default_rng()
+    H, C = 32, 24
+    lengths = [700, 0, 129, 5, 3000]
+    q, q_sf, kv, weights, lens, table = make_mxfp4_paged_inputs(rng, len(lengths), H, lengths)
+    T = len(lengths)
+    width = (max(lengths) + 63) // 64 * 64
+    tq, tsf, tkv, tw = to_cuda(q), to_cuda(q_sf), to_cuda(kv), to_cuda(weights)
+    dense = fi.fp8_fp4_paged_mqa_logits((tq, tsf), tkv, tw, to_cuda(lens), to_cuda(table), None, width,
+                                        logits_dtype=torch.bfloat16).view(torch.int16).cpu().numpy()
+    for padding in (None, -1, 2**31 - 1):
+        sparse = deepgemm_sparse_rows(rng, lengths, C, block, padding)
+        meta = fi.get_paged_sparse_mqa_logits_metadata(
+            context_lens=to_cuda(lens), block_table=to_cuda(table), indices=torch.arange(T, dtype=torch.int32,
+                                                                                        device="cuda"),
+            page_kv=64, sparse_kv_block_indices=to_cuda(sparse), qk_dtype=torch.int8, sparse_block_kv=block)
+        logits = fi.fp8_fp4_paged_sparse_mqa_logits(q=(tq.view(torch.int8), tsf), kv_cache=tkv,
+                                                    weights=tw.to(torch.bfloat16), metadata=meta,
+                                                    num_max_sparse_blocks=C, sparse_block_kv=block)
+        torch.cuda.synchronize()
+        assert logits.shape == (T, C * block) and logits.dtype == torch.bfloat16
+        got = logits.view(torch.int16).cpu().numpy()
+        minus_inf = np.array([0xFF80], np.uint16).view(np.int16)[0]
+        for r in range(T):
+            count = min(C, -(-lengths[r] // block))
+            for c in range(C):
+                for o in range(block):
+                    pos = int(sparse[r, c]) * block + o
+                    want = dense[r, pos] if c < count and pos < lengths[r] else minus_inf
+                    assert got[r, c * block + o] == want, (padding, r, c, o)
+
+
+def test_deepgemm_sparse_drop_in_with_the_fp8_cache_and_under_torch_compile():
+    # (q, None) with the FP8 cache: the CPU reference, rounded once to bfloat16; the same through
+    # torch.compile(fullgraph=True) (the metadata's torch ops and the custom op's fake).
+    rng = np.random.default_rng()
+    H, C, block = 64, 20, 8
+    lengths = [500, 77, 0]
+    T = len(lengths)
+    q, kv, weights, lens, table = make_paged_inputs(rng, T, 1, H, 128, lengths)
+    sparse = deepgemm_sparse_rows(rng, lengths, C, block, None)
+    masked = sparse.copy()
+    for r in range(T):
+        masked[r, min(C, -(-lengths[r] // block)):] = -1
+    want = fi.reference.sparse_paged_mqa_logits(q, kv, weights, lens, table, masked, block)
+    want = torch.from_numpy(want.astype(np.float32)).to(torch.bfloat16)
+    args = (to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens), to_cuda(table),
+            to_cuda(sparse))
+
+    def step(q_, kv_, w_, lens_, table_, sparse_):
+        meta = fi.get_paged_sparse_mqa_logits_metadata(lens_, table_, None, 64, sparse_, q_.dtype, block)
+        return torch.ops.flash_indexer.fp8_fp4_paged_sparse_mqa_logits(q_, None, kv_, w_, meta, C, block)
+
+    for fn in (step, torch.compile(step, fullgraph=True)):
+        logits = fn(*args)
+        torch.cuda.synchronize()
+        assert torch.equal(logits.cpu().view(torch.int16), want.view(torch.int16))
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()
