@@ -17,6 +17,7 @@ from ._flash_indexer import (
     jit_enabled,
     reference,
     set_cache_directory,
+    top_blocks_workspace_bytes,
     topk_workspace_bytes,
 )
 
@@ -50,6 +51,8 @@ __all__ = [
     "topk_indices",
     "topk_merge",
     "topk_workspace_bytes",
+    "top_blocks",
+    "top_blocks_workspace_bytes",
     "warm_paged_mqa_logits",
     "warm_topk",
 ]
@@ -547,6 +550,27 @@ def topk_indices(logits, k, lengths, *, stream=None, sorted=False):
     indices = torch.empty((logits.shape[0], int(k)), dtype=torch.int32, device=logits.device)
     topk(logits, lengths, indices, _topk_workspace(logits.device, logits.shape[0]), stream=stream, sorted=sorted)
     return indices
+
+
+def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, keep_newest=False):
+    """The first level of DeepSeek-V4.1's two-level indexing (docs/design/two-level.md): writes each row's
+    best blocks of `block` columns of `logits` (float32 / float16 / bfloat16 [rows, width]) among its first
+    lengths[r] columns (int32 [rows]), ranked by their largest score, into `blocks` (int32 [rows, k_blocks]):
+    ascending block ids, -1 padding, a block with no selectable score never taken, equal maxima to the
+    lower block; with keep_newest each row's last block first. `workspace`: uint8 of at least
+    top_blocks_workspace_bytes(rows, width, block, dtype) bytes, else one kept per device and reused. The
+    result is the candidates of sparse_paged_mqa_logits and DecodePlan's second level."""
+    if workspace is None:
+        import torch
+
+        need = top_blocks_workspace_bytes(logits.shape[0], logits.shape[1], block, _dtype_name(logits.dtype))
+        key = f"top_blocks:{logits.device}"
+        workspace = _workspaces.get(key)
+        if workspace is None or workspace.numel() < need:
+            workspace = torch.empty(_round_up(need, 1 << 16), dtype=torch.uint8, device=logits.device)
+            _workspaces[key] = workspace
+    _ext.top_blocks(logits, lengths, block, blocks, workspace, stream=current_stream(stream), keep_newest=keep_newest)
+    return blocks
 
 
 def _vllm_topk_rows(op, logits, indices, num_rows, stride0, stride1, top_k):

@@ -29,6 +29,7 @@
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/topk.hpp"
 #include "flash_indexer/version.hpp"
+#include "flash_indexer/top_blocks.hpp"
 #include "flash_indexer/topk_merge.hpp"
 
 namespace nb = nanobind;
@@ -560,6 +561,30 @@ NB_MODULE(_flash_indexer, m) {
       "float32/16, bfloat16 and int32 global positions [D, rows, k_in]) on `stream` (the C++ topk_merge); "
       "`owned` gets rank `rank`'s share as local columns of the DCP layout (ranks, rank, interleave).");
   m.def("topk_workspace_bytes", &fi::topk_workspace_bytes, nb::arg("rows"), "Bytes of top-k workspace for `rows` rows.");
+  m.def(
+      "top_blocks",
+      [](AnyArray logits, AnyArray lengths, int block, AnyArray blocks, AnyArray workspace, std::uintptr_t stream,
+         bool keep_newest) {
+        constexpr const char* op = "top_blocks";
+        fi::TopBlocksOptions o;
+        o.keep_newest = keep_newest;
+        const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
+                             bv = device_view(op, "blocks", blocks), wv = device_view(op, "workspace", workspace);
+        nb::gil_scoped_release release;
+        fi::top_blocks(lv, nv, block, bv, wv, stream_of(stream), o);
+      },
+      nb::arg("logits"), nb::arg("lengths"), nb::arg("block"), nb::arg("blocks"), nb::arg("workspace"), nb::kw_only(),
+      nb::arg("stream"), nb::arg("keep_newest") = false,
+      "Writes each row's best blocks of `block` columns by their largest score (int32 [rows, k_blocks], ascending "
+      "block ids, -1 padding) into `blocks` on `stream` (the C++ top_blocks: two-level indexing's first level). "
+      "`workspace` is uint8 of at least top_blocks_workspace_bytes(rows, width, block, dtype) bytes.");
+  m.def(
+      "top_blocks_workspace_bytes",
+      [](std::int64_t rows, std::int64_t width, int block, const std::string& logits) {
+        return fi::top_blocks_workspace_bytes(rows, width, block, logits_dtype("top_blocks_workspace_bytes", logits));
+      },
+      nb::arg("rows"), nb::arg("width"), nb::arg("block"), nb::arg("logits") = "float32",
+      "Bytes of top_blocks workspace for `rows` rows of `width` logits of dtype `logits`.");
 
   m.def(
       "warm_paged_mqa_logits",

@@ -482,6 +482,17 @@ def test_deepgemm_sparse_calls_check_their_arguments_before_any_work(monkeypatch
             logits(*args)
 
 
+def test_top_blocks_workspace_bytes_and_argument_errors():
+    # The workspace grows with the rows' blocks and the dtype; a bad block is named before any GPU work.
+    f32 = fi.top_blocks_workspace_bytes(4, 65536, 8, "float32")
+    assert f32 > fi.top_blocks_workspace_bytes(4, 65536, 8, "bfloat16") > fi.top_blocks_workspace_bytes(4, 65536, 16, "bfloat16")
+    assert f32 >= 4 * 8192 * 4 + fi.topk_workspace_bytes(4)
+    with pytest.raises(ValueError, match="top_blocks_workspace_bytes: block: expected 1..1024"):
+        fi.top_blocks_workspace_bytes(4, 65536, 0)
+    with pytest.raises(ValueError, match="top_blocks_workspace_bytes: logits dtype"):
+        fi.top_blocks_workspace_bytes(4, 65536, 8, "int8")
+
+
 def test_deepgemm_sm_count_calls(monkeypatch):
     monkeypatch.setattr(fi, "_num_sms", None)
     fi.set_num_sms(100)

@@ -307,6 +307,27 @@ def test_deepgemm_sparse_drop_in_with_the_fp8_cache_and_under_torch_compile():
         assert torch.equal(logits.cpu().view(torch.int16), want.view(torch.int16))
 
 
+@pytest.mark.parametrize("keep_newest", [False, True])
+def test_top_blocks_equal_the_reference_and_feed_the_second_level(keep_newest):
+    # The first level on the GPU: reference.top_blocks' ids for rows with ties, NaN and +-inf, in float32
+    # and bfloat16; its ids are the candidates sparse_paged_mqa_logits takes.
+    rng = np.random.default_rng()
+    rows, width, block, k = 6, 5000, 8, 64
+    scores = rng.integers(-20, 21, (rows, width)).astype(np.float32) / 4
+    scores[rng.random((rows, width)) < 0.05] = np.nan
+    scores[rng.random((rows, width)) < 0.02] = np.inf
+    scores[rng.random((rows, width)) < 0.02] = -np.inf
+    lengths = np.array([0, 1, 9, 700, width, 4999], np.int32)
+    for dtype in (torch.float32, torch.bfloat16):
+        logits = torch.from_numpy(scores).to(dtype).cuda()
+        want = fi.reference.top_blocks(logits.float().cpu().numpy(), [int(x) for x in lengths], block, k,
+                                       keep_newest=keep_newest)
+        blocks = torch.full((rows, k), 12345, dtype=torch.int32, device="cuda")
+        fi.top_blocks(logits, to_cuda(lengths), block, blocks, keep_newest=keep_newest)
+        torch.cuda.synchronize()
+        assert np.array_equal(blocks.cpu().numpy(), want)
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()

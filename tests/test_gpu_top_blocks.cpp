@@ -1,0 +1,111 @@
+// GPU tests of top_blocks (the first level of two-level indexing) against reference::top_blocks: scores
+// with ties, signed zeros, infinities and NaN in every logits dtype, blocks of 1 to 64 columns (and one
+// that is no power of two), lengths of 0, partial last blocks and full rows, rows with fewer blocks than
+// k, rows of one repeated score and of +inf only (where keep_newest must push out a selected block),
+// with and without keep_newest; outputs and workspace poisoned before each call, every call twice for
+// identical bytes.
+#include "catch_compat.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "flash_indexer/reference.hpp"
+#include "flash_indexer/top_blocks.hpp"
+#include "test_support.hpp"
+
+using namespace flash_indexer;
+namespace ck = flash_indexer::check;
+namespace ref = flash_indexer::reference;
+
+namespace {
+
+float draw_score(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(0, 15), small(-40, 40);
+  switch (pick(rng)) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return -std::numeric_limits<float>::infinity();
+    case 2: return std::numeric_limits<float>::infinity();
+    case 3: return -0.0f;
+    case 4: return 0.0f;
+    case 5: return std::ldexp(static_cast<float>(small(rng)) + 0.5f, -10);  // distinct small values
+    default: return static_cast<float>(small(rng)) / 8;                     // many ties
+  }
+}
+
+void store(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, float x) {
+  if (dtype == LogitsDType::f32) {
+    std::memcpy(bytes.data() + 4 * i, &x, 4);
+    return;
+  }
+  const std::uint16_t h = dtype == LogitsDType::f16 ? ref::float_to_f16_bits(x) : ref::float_to_bf16_bits(x);
+  std::memcpy(bytes.data() + 2 * i, &h, 2);
+}
+
+}  // namespace
+
+TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[gpu][topk][blocks]") {
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  CUstream stream = test::gpu_session().stream();
+  struct Shape {
+    std::int64_t width;
+    int block, k;
+  };
+  const Shape shapes[] = {{40000, 8, 2048}, {40000, 16, 1024}, {3000, 8, 512}, {700, 1, 64},
+                          {1000, 3, 5},     {5000, 64, 7},     {257, 8, 1},    {65536, 8, 4096}};
+  for (const LogitsDType dtype : {LogitsDType::f32, LogitsDType::f16, LogitsDType::bf16})
+    for (const Shape& s : shapes)
+      for (const bool keep_newest : {false, true}) {
+        INFO("logits " << static_cast<int>(dtype) << " width " << s.width << " block " << s.block << " k " << s.k
+                       << (keep_newest ? " keep_newest" : ""));
+        const std::int64_t w = s.width, b = s.block;
+        // Lengths: empty, one column, around a block and around k blocks, the full row; rows 6-8 full rows
+        // of one repeated score, of NaN only, and of +inf only.
+        // Past the width and negative: clamped, as the reference clamps.
+        const std::vector<std::int64_t> lengths = {
+            0, 1, b - 1 > 0 ? b - 1 : 1, b + 1, s.k * b - 1, s.k * b + b / 2 + 1, w, w, w, w, w / 2 + 3, w + 100, -5};
+        const int rows = static_cast<int>(lengths.size());
+        const std::int64_t stride = w + 24;  // a row stride past the width
+        const std::size_t esize = dtype_size(tensor_dtype(dtype));
+        std::vector<unsigned char> bytes(static_cast<std::size_t>(rows * stride) * esize);
+        const float repeated = draw_score(rng);
+        for (int r = 0; r < rows; ++r)
+          for (std::int64_t c = 0; c < stride; ++c) {
+            float x = draw_score(rng);
+            if (r == 7) x = std::isnan(repeated) ? 1.5f : repeated;
+            if (r == 8) x = std::numeric_limits<float>::quiet_NaN();
+            if (r == 9) x = std::numeric_limits<float>::infinity();
+            store(dtype, bytes, static_cast<std::size_t>(r * stride + c), x);
+          }
+        std::vector<float> values(static_cast<std::size_t>(rows * stride));
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = ref::load_logit(dtype, bytes.data(), i);
+        const std::vector<std::int32_t> lens(lengths.begin(), lengths.end());
+        const std::vector<std::int32_t> want = ref::top_blocks(values, stride, w, lengths, s.block, s.k, keep_newest);
+
+        const ck::DeviceBuffer dl = ck::DeviceBuffer::from(bytes), dn = ck::DeviceBuffer::from(lens);
+        ck::DeviceBuffer out(static_cast<std::size_t>(rows) * s.k * 4);
+        ck::DeviceBuffer ws(top_blocks_workspace_bytes(rows, w, s.block, dtype));
+        const TensorView logits = TensorView::contiguous(dl.data(), tensor_dtype(dtype), {rows, w}).with_strides({stride, 1});
+        TopBlocksOptions o;
+        o.keep_newest = keep_newest;
+        std::vector<std::int32_t> first;
+        for (int run = 0; run < 2; ++run) {
+          out.fill(0x7d);
+          ws.fill(static_cast<unsigned char>(run == 0 ? 0x7d : 0xff));
+          top_blocks(logits, TensorView::contiguous(dn.data(), DType::i32, {rows}), s.block,
+                     TensorView::contiguous(out.data(), DType::i32, {rows, s.k}),
+                     TensorView::contiguous(ws.data(), DType::u8, {static_cast<std::int64_t>(ws.bytes())}), stream, o);
+          test::gpu_session().synchronize();
+          const auto got = out.to_host<std::int32_t>(static_cast<std::size_t>(rows) * s.k);
+          for (int r = 0; r < rows; ++r) {
+            INFO("row " << r << " length " << lens[r]);
+            REQUIRE(std::vector<std::int32_t>(got.begin() + r * s.k, got.begin() + (r + 1) * s.k) ==
+                    std::vector<std::int32_t>(want.begin() + r * s.k, want.begin() + (r + 1) * s.k));
+          }
+          if (run == 0) first = got;
+          REQUIRE(got == first);
+        }
+      }
+}
