@@ -71,6 +71,9 @@ struct DecodeBenchRow {
   double candidate_bytes = 0;  // the live candidate positions' keys and scales, every query row its own
   double candidate_floor_us = 0;  // candidate_bytes / read bandwidth
   double candidate_read_us = 0;   // the sparse-read probe: those candidates' keys and scales gathered, nothing else
+  // The first level: the logits alone, then top_blocks publishing each row's two_level best blocks of
+  // candidate_block keys (keep_newest), in one graph; against logits_us, what publishing costs.
+  double first_level_us = 0;
 };
 
 // `on_skip`: a cell whose plan configuration DecodePlan rejects, with the reason.

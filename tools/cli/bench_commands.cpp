@@ -215,9 +215,9 @@ int cmd_bench_decode(const Args& args) {
   auto& gpu = bench_gpu->gpu;
   const double bandwidth = bench_gpu->bandwidth;
   if (o.two_level > 0)
-    std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %6s %9s %9s %9s %10s %9s %6s %6s\n", "H", "n", "B", "L", "out", "kv",
-                "hist", "pdl", "us", "logits_us", "C", "two_us", "step_us", "sparse_us", "cand_floor", "cand_read", "x_two",
-                "x_step");
+    std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %9s %6s %9s %9s %9s %10s %9s %6s %6s\n", "H", "n", "B", "L", "out", "kv",
+                "hist", "pdl", "us", "logits_us", "first_us", "C", "two_us", "step_us", "sparse_us", "cand_floor", "cand_read",
+                "x_two", "x_step");
   else
     std::printf("%3s %3s %5s %7s %4s %5s %4s %3s %9s %9s %9s %6s %9s %6s %9s %9s\n", "H", "n", "B", "L", "out", "kv", "hist",
                 "pdl", "us", "one_us", "logits_us", "x_lgt", "kv_floor", "x_kv", "KiB/row", "one_KiB");
@@ -225,10 +225,11 @@ int cmd_bench_decode(const Args& args) {
   const auto on_row = [&](const bn::DecodeBenchRow& r) {
     const bn::DecodeShape& s = r.shape;
     if (o.two_level > 0)
-      std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %6d %9.2f %9.2f %9.2f %10.2f %9.2f %6.2f %6.2f\n", s.heads,
+      std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %9.2f %6d %9.2f %9.2f %9.2f %10.2f %9.2f %6.2f %6.2f\n", s.heads,
                   s.next_n, s.batch, s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0,
-                  r.us, r.logits_us, o.two_level, r.two_level_us, r.sparse_step_us, r.sparse_logits_us, r.candidate_floor_us,
-                  r.candidate_read_us, r.two_level_us / r.candidate_floor_us, r.sparse_step_us / r.candidate_floor_us);
+                  r.us, r.logits_us, r.first_level_us, o.two_level, r.two_level_us, r.sparse_step_us, r.sparse_logits_us,
+                  r.candidate_floor_us, r.candidate_read_us, r.two_level_us / r.candidate_floor_us,
+                  r.sparse_step_us / r.candidate_floor_us);
     else
       std::printf("%3d %3d %5d %7d %4s %5s %4d %3d %9.2f %9.2f %9.2f %6.3f %9.2f %6.2f %9.1f %9.1f\n", s.heads, s.next_n, s.batch,
                   s.length, fi::logits_name(s.dtype), fi::kv_name(s.kv), s.histogram ? 1 : 0, s.pdl ? 1 : 0, r.us, r.one_pass_us,
@@ -253,7 +254,8 @@ int cmd_bench_decode(const Args& args) {
                   {"sparse_logits_us", r.sparse_logits_us},
                   {"candidate_bytes", r.candidate_bytes},
                   {"candidate_floor_us", r.candidate_floor_us},
-                  {"candidate_read_us", r.candidate_read_us}});
+                  {"candidate_read_us", r.candidate_read_us},
+                  {"first_level_us", r.first_level_us}});
     json.push_back(row);
   };
   const auto on_skip = [](const bn::DecodeShape& s, const std::string& why) {

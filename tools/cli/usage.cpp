@@ -145,8 +145,9 @@ bytes / read bandwidth; KiB/row, one_KiB: the plan's and the one-pass plan's dev
                      the sparse decode step where it applies ("step_us", 0 elsewhere); the sparse logits
                      alone ("sparse_us"); the live candidates' key and scale bytes over the streaming
                      bandwidth ("cand_floor"; x_two, x_step: the times over it) and those candidates
-                     gathered by a probe that reads nothing else ("cand_read"). V4.1: --two-level 2048
-                     --k 512
+                     gathered by a probe that reads nothing else ("cand_read"); and the first level: the
+                     logits alone, then top_blocks publishing each row's C best blocks with the newest
+                     forced ("first_us", against "logits_us"). V4.1: --two-level 2048 --k 512
   --candidate-block B  positions per candidate block, 8 (default) or 16
 
 prefill: mqa_logits over causal windows (token t of T sees keys [0, N - T + t + 1)) with its TFLOP/s and
