@@ -7,7 +7,6 @@
 #include "catch_compat.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <random>
 
@@ -18,32 +17,6 @@
 using namespace flash_indexer;
 namespace ck = flash_indexer::check;
 namespace ref = flash_indexer::reference;
-
-namespace {
-
-float draw_score(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> pick(0, 15), small(-40, 40);
-  switch (pick(rng)) {
-    case 0: return std::numeric_limits<float>::quiet_NaN();
-    case 1: return -std::numeric_limits<float>::infinity();
-    case 2: return std::numeric_limits<float>::infinity();
-    case 3: return -0.0f;
-    case 4: return 0.0f;
-    case 5: return std::ldexp(static_cast<float>(small(rng)) + 0.5f, -10);  // distinct small values
-    default: return static_cast<float>(small(rng)) / 8;                     // many ties
-  }
-}
-
-void store(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, float x) {
-  if (dtype == LogitsDType::f32) {
-    std::memcpy(bytes.data() + 4 * i, &x, 4);
-    return;
-  }
-  const std::uint16_t h = dtype == LogitsDType::f16 ? ref::float_to_f16_bits(x) : ref::float_to_bf16_bits(x);
-  std::memcpy(bytes.data() + 2 * i, &h, 2);
-}
-
-}  // namespace
 
 TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[gpu][topk][blocks]") {
   test::require_gpu();
@@ -70,14 +43,14 @@ TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[
         const std::int64_t stride = w + 24;  // a row stride past the width
         const std::size_t esize = dtype_size(tensor_dtype(dtype));
         std::vector<unsigned char> bytes(static_cast<std::size_t>(rows * stride) * esize);
-        const float repeated = draw_score(rng);
+        const float repeated = test::adversarial_score(rng);
         for (int r = 0; r < rows; ++r)
           for (std::int64_t c = 0; c < stride; ++c) {
-            float x = draw_score(rng);
+            float x = test::adversarial_score(rng);
             if (r == 7) x = std::isnan(repeated) ? 1.5f : repeated;
             if (r == 8) x = std::numeric_limits<float>::quiet_NaN();
             if (r == 9) x = std::numeric_limits<float>::infinity();
-            store(dtype, bytes, static_cast<std::size_t>(r * stride + c), x);
+            test::store_score(dtype, bytes, static_cast<std::size_t>(r * stride + c), x);
           }
         std::vector<float> values(static_cast<std::size_t>(rows * stride));
         for (std::size_t i = 0; i < values.size(); ++i) values[i] = ref::load_logit(dtype, bytes.data(), i);

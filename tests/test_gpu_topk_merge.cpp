@@ -24,30 +24,6 @@ namespace ref = flash_indexer::reference;
 
 namespace {
 
-// Scores with many ties, zeros of both signs, infinities and NaN, as stored in `dtype` (returned
-// widened), and their bytes.
-float draw_score(std::mt19937_64& rng) {
-  std::uniform_int_distribution<int> pick(0, 11), small(-40, 40);
-  switch (pick(rng)) {
-    case 0: return std::numeric_limits<float>::quiet_NaN();
-    case 1: return -std::numeric_limits<float>::infinity();
-    case 2: return std::numeric_limits<float>::infinity();
-    case 3: return -0.0f;
-    case 4: return 0.0f;
-    case 5: return std::ldexp(static_cast<float>(small(rng)) + 0.5f, -10);  // distinct small values
-    default: return static_cast<float>(small(rng)) / 8;                     // many ties
-  }
-}
-
-void store(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, float x) {
-  if (dtype == LogitsDType::f32) {
-    std::memcpy(bytes.data() + 4 * i, &x, 4);
-    return;
-  }
-  const std::uint16_t h = dtype == LogitsDType::f16 ? ref::float_to_f16_bits(x) : ref::float_to_bf16_bits(x);
-  std::memcpy(bytes.data() + 2 * i, &h, 2);
-}
-
 std::size_t bytes_of(LogitsDType t) { return dtype_size(tensor_dtype(t)); }
 
 void require_same_floats(const std::vector<float>& got, const std::vector<float>& want) {
@@ -86,8 +62,8 @@ TEST_CASE("gpu: topk_merge equals reference::topk_merge on adversarial candidate
             const std::size_t at = (static_cast<std::size_t>(d) * s.rows + r) * s.k_in + i;
             const bool padding = rng() % 8 == 0;
             positions[at] = padding ? -1 : pool[static_cast<std::size_t>(d) * s.k_in + i];
-            const float x = padding ? -std::numeric_limits<float>::infinity() : draw_score(rng);
-            store(dtype, bytes, at, x);
+            const float x = padding ? -std::numeric_limits<float>::infinity() : test::adversarial_score(rng);
+            test::store_score(dtype, bytes, at, x);
             values[at] = ref::load_logit(dtype, bytes.data(), at);
           }
       }
@@ -133,7 +109,8 @@ TEST_CASE("gpu: DCP top-k (each rank's shard selected, then merged) equals topk 
           const int rows = static_cast<int>(lengths.size());
           const std::int64_t width = 65536;
           std::vector<unsigned char> whole(static_cast<std::size_t>(rows) * width * bytes_of(dtype));
-          for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * width; ++i) store(dtype, whole, i, draw_score(rng));
+          for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * width; ++i)
+            test::store_score(dtype, whole, i, test::adversarial_score(rng));
           auto row_view = [&](const ck::DeviceBuffer& b, std::int64_t w) {
             return TensorView::contiguous(b.data(), tensor_dtype(dtype), {rows, w});
           };

@@ -6,6 +6,9 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -13,6 +16,7 @@
 
 #include "driver.hpp"
 #include "flash_indexer/jit.hpp"
+#include "flash_indexer/reference.hpp"
 
 namespace flash_indexer::test {
 namespace {
@@ -123,6 +127,28 @@ std::string config_name(const PagedMqaLogitsConfig& c) {
 std::uint64_t fresh_seed() {
   static std::random_device rd;
   return (static_cast<std::uint64_t>(rd()) << 32) | rd();
+}
+
+float adversarial_score(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> pick(0, 11), small(-40, 40);
+  switch (pick(rng)) {
+    case 0: return std::numeric_limits<float>::quiet_NaN();
+    case 1: return -std::numeric_limits<float>::infinity();
+    case 2: return std::numeric_limits<float>::infinity();
+    case 3: return -0.0f;
+    case 4: return 0.0f;
+    case 5: return std::ldexp(static_cast<float>(small(rng)) + 0.5f, -10);  // distinct small values
+    default: return static_cast<float>(small(rng)) / 8;                     // many ties
+  }
+}
+
+void store_score(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, float x) {
+  if (dtype == LogitsDType::f32) {
+    std::memcpy(bytes.data() + 4 * i, &x, 4);
+    return;
+  }
+  const std::uint16_t h = dtype == LogitsDType::f16 ? reference::float_to_f16_bits(x) : reference::float_to_bf16_bits(x);
+  std::memcpy(bytes.data() + 2 * i, &h, 2);
 }
 
 check::GpuSession& gpu_session() {

@@ -2,6 +2,7 @@
 // Helpers shared by the test files.
 #include <filesystem>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,11 @@ std::string config_name(const PagedMqaLogitsConfig& c);  // key without the arch
 
 // A random seed per call (tests draw fresh inputs every run; failures print the seed).
 std::uint64_t fresh_seed();
+
+// A score with many ties, zeros of both signs, infinities and NaN (the selection ops' adversarial rows).
+float adversarial_score(std::mt19937_64& rng);
+// x as element i of `bytes` in `dtype` (FP32, or rounded to FP16 / BF16 as the GPU stores it).
+void store_score(LogitsDType dtype, std::vector<unsigned char>& bytes, std::size_t i, float x);
 
 // GPU 0's primary context and a stream, shared by the GPU tests of one process (call require_gpu first).
 check::GpuSession& gpu_session();
