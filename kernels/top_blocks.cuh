@@ -24,7 +24,9 @@ __device__ void top_blocks_maxima(const TopBlocksParams& p) {
   using In = TopkInput<kIn>;
   using Raw = typename In::Raw;
   const int r = blockIdx.x;
-  const long long len = min(max(__ldg(p.lengths + r), 0), p.width);
+  const int n = p.lengths_next_n;
+  const int given = n > 0 ? __ldg(p.lengths + r / n) - n + r % n + 1 : __ldg(p.lengths + r);
+  const long long len = min(max(given, 0), p.width);
   const int blocks = static_cast<int>((len + p.block - 1) / p.block);
   if (blockIdx.y == 0 && threadIdx.x == 0) p.block_counts[r] = blocks;
   const int b = static_cast<int>(blockIdx.y) * kTopBlocksThreads + static_cast<int>(threadIdx.x);

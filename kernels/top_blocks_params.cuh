@@ -7,7 +7,7 @@ namespace kernels {
 
 struct TopBlocksParams {
   const void* logits;       // [rows, width] FP32/FP16/BF16, row stride logits_stride
-  const int* lengths;       // [rows]: row r's live columns, clamped to [0, width]
+  const int* lengths;       // see lengths_next_n; a row's live columns are clamped to [0, width]
   void* maxima;             // [rows, maxima_stride] of the logits' dtype: each block's largest live score
   int* block_counts;        // [rows]: ceil(length / block), the lengths of the top-k over the maxima
   int* indices;             // [rows, k], contiguous: the top-k's output, which the newest phase completes
@@ -17,7 +17,8 @@ struct TopBlocksParams {
   int width;
   int block;        // keys per block, 1..kTopBlocksMaxBlock
   int k;            // k_blocks, 1..kMaxTopk
-  int keep_newest;  // 1: each row's newest block is taken first (docs/design/two-level.md)
+  int lengths_next_n;  // 0: row r has lengths[r]; n > 0: lengths is [rows / n], row b*n + j has lengths[b] - n + j + 1
+  int keep_newest;     // 1: each row's newest block is taken first (docs/design/two-level.md)
   int phase;        // kTopBlocksMaxima or kTopBlocksNewest
 };
 

@@ -81,7 +81,20 @@ void top_blocks(const TensorView& logits, const TensorView& lengths, int block, 
     throw ArgumentError(fmt::format("{}: block: expected at most {} blocks per row (width / block), got {}", op,
                                     65535 * kernels::kTopBlocksThreads, l.maxima_width));
   TensorChecks lc(op, "lengths", lengths);
-  lc.dtype({DType::i32}).rank({1}).dim(0, rows, "rows = logits.shape[0]").contiguous().not_null().aligned(4);
+  lc.dtype({DType::i32}).rank({1, 2}).contiguous().not_null().aligned(4);
+  const int n = options.next_n;
+  if (n < 0 || n > 64)
+    throw ArgumentError(fmt::format("{}: options.next_n: expected 0 (per-row lengths) or 1..64, got {}", op, n));
+  if (lengths.rank == 2) {
+    if (lengths.shape[0] * lengths.shape[1] != rows || (n != 0 && lengths.shape[1] != n))
+      lc.fail(fmt::format("[B, next_n] with B * next_n = rows = {}{}", rows,
+                          n != 0 ? fmt::format(" and next_n = options.next_n = {}", n) : std::string()),
+              lc.shape());
+  } else if (n > 0) {
+    if (lengths.shape[0] * n != rows) lc.fail(fmt::format("[B] with B * next_n ({}) = rows = {}", n, rows), lc.shape());
+  } else {
+    lc.dim(0, rows, "rows = logits.shape[0]");
+  }
   TensorChecks bc(op, "blocks", blocks);
   bc.dtype({DType::i32}).rank({2}).dim(0, rows, "rows = logits.shape[0]").contiguous().not_null().aligned(4);
   const std::int64_t k = blocks.shape[1];
@@ -116,6 +129,7 @@ void top_blocks(const TensorView& logits, const TensorView& lengths, int block, 
   p.width = static_cast<int>(width);
   p.block = block;
   p.k = static_cast<int>(k);
+  p.lengths_next_n = lengths.rank == 1 ? n : 0;  // [B, next_n]: one length per row
   p.keep_newest = options.keep_newest ? 1 : 0;
   p.phase = kernels::kTopBlocksMaxima;
   void* args[] = {&p};

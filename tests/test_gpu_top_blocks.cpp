@@ -2,8 +2,8 @@
 // with ties, signed zeros, infinities and NaN in every logits dtype, blocks of 1 to 64 columns (and one
 // that is no power of two), lengths of 0, partial last blocks and full rows, rows with fewer blocks than
 // k, rows of one repeated score and of +inf only (where keep_newest must push out a selected block),
-// with and without keep_newest; outputs and workspace poisoned before each call, every call twice for
-// identical bytes.
+// with and without keep_newest; lengths per row and per request (the MTP rule); outputs and workspace
+// poisoned before each call, every call twice for identical bytes.
 #include "catch_compat.hpp"
 
 #include <cmath>
@@ -81,4 +81,37 @@ TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[
           REQUIRE(got == first);
         }
       }
+}
+
+TEST_CASE("gpu: top_blocks takes lengths per request with next_n, as DecodePlan's context_lens", "[gpu][topk][blocks]") {
+  // [B] lengths and next_n 3: row b * 3 + j sees lengths[b] - 3 + j + 1 columns, also when that is
+  // negative; the same as [B * 3] per-row lengths, and as the reference over them.
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  CUstream stream = test::gpu_session().stream();
+  const int n = 3, block = 8, k = 40;
+  const std::vector<std::int32_t> requests = {0, 2, 9, 333, 1000, 17};
+  const int batch = static_cast<int>(requests.size()), rows = batch * n;
+  const std::int64_t width = 1000;
+  std::vector<float> values(static_cast<std::size_t>(rows * width));
+  for (float& x : values) x = test::adversarial_score(rng);
+  std::vector<std::int64_t> per_row;
+  for (int r = 0; r < rows; ++r) per_row.push_back(requests[r / n] - n + r % n + 1);
+  for (const bool keep_newest : {false, true}) {
+    const std::vector<std::int32_t> want = ref::top_blocks(values, width, width, per_row, block, k, keep_newest);
+    const ck::DeviceBuffer dl = ck::DeviceBuffer::from(values), dn = ck::DeviceBuffer::from(requests);
+    ck::DeviceBuffer out(static_cast<std::size_t>(rows) * k * 4),
+        ws(top_blocks_workspace_bytes(rows, width, block, LogitsDType::f32));
+    out.fill(0x7d);
+    ws.fill(0x7d);
+    TopBlocksOptions o;
+    o.keep_newest = keep_newest;
+    o.next_n = n;
+    top_blocks(TensorView::contiguous(dl.data(), DType::f32, {rows, width}),
+               TensorView::contiguous(dn.data(), DType::i32, {batch}), block,
+               TensorView::contiguous(out.data(), DType::i32, {rows, k}),
+               TensorView::contiguous(ws.data(), DType::u8, {static_cast<std::int64_t>(ws.bytes())}), stream, o);
+    test::gpu_session().synchronize();
+    REQUIRE(out.to_host<std::int32_t>(static_cast<std::size_t>(rows) * k) == want);
+  }
 }

@@ -77,6 +77,14 @@ TEST_CASE("top_blocks rejects bad arguments before any driver call, naming them"
   a.lengths.dtype = DType::f32;
   require_rejected(a, "lengths: expected dtype int32");
   a = {};
+  a.options.next_n = 2;  // 5 rows are no whole number of requests of 2
+  require_rejected(a, "lengths: expected [B] with B * next_n (2) = rows = 5");
+  a.options.next_n = 65;
+  require_rejected(a, "options.next_n: expected 0 (per-row lengths) or 1..64, got 65");
+  a.options.next_n = 0;
+  a.lengths = TensorView::contiguous(fake(0x20000), DType::i32, {2, 2});
+  require_rejected(a, "lengths: expected [B, next_n] with B * next_n = rows = 5");
+  a = {};
   a.blocks = TensorView::contiguous(fake(0x30000), DType::i32, {a.rows, 4097});
   require_rejected(a, "blocks: expected k_blocks = blocks.shape[1] in 1..4096");
   a = {};

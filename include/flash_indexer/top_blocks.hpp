@@ -34,6 +34,10 @@ std::vector<TopBlocksConfig> supported_top_blocks_configs(const Arch& arch);
 struct TopBlocksOptions {
   // Each row's last block is taken first, whatever its scores (SGLang's V4.1 publisher forces it in).
   bool keep_newest = false;
+  // Lengths per request, as DecodePlan's context_lens: 0 takes lengths [rows] (or [B, next_n], one per
+  // row); n > 0 takes lengths [B] with rows = B * n, row b * n + j seeing lengths[b] - n + j + 1 columns
+  // (contract §1.2, the MTP rule).
+  int next_n = 0;
 };
 
 // Bytes of workspace a call needs: the top-k's (topk_workspace_bytes), the rows' block counts and the
@@ -42,7 +46,10 @@ std::size_t top_blocks_workspace_bytes(std::int64_t rows, std::int64_t width, in
 
 // Tensor arguments (device memory; strides in elements):
 //   logits     float32 / float16 / bfloat16 [rows, width], inner stride 1, row stride >= width
-//   lengths    int32 [rows], contiguous: row r's live columns (clamped to [0, width])
+//   lengths    int32 [rows] or [B, next_n], contiguous: row r's live columns (clamped to [0, width]); or [B]
+//              with options.next_n
+//   After a DecodePlan::run the full-context step's logits are plan.logits(B), with its context_lens and
+//   options.next_n = config.next_n for [B] lengths: the first level of the same step.
 //   blocks     int32 [rows, k_blocks], contiguous; 1 <= k_blocks <= 4096: the chosen block ids
 //   workspace  uint8, at least top_blocks_workspace_bytes(rows, width, block, dtype) bytes, 16-byte aligned
 // block: 1..1024 columns. Launches on `stream` (the maxima, a topk() over them, and with keep_newest the

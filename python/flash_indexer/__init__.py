@@ -552,12 +552,14 @@ def topk_indices(logits, k, lengths, *, stream=None, sorted=False):
     return indices
 
 
-def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, keep_newest=False):
+def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, keep_newest=False, next_n=0):
     """The first level of DeepSeek-V4.1's two-level indexing (docs/design/two-level.md): writes each row's
     best blocks of `block` columns of `logits` (float32 / float16 / bfloat16 [rows, width]) among its first
     lengths[r] columns (int32 [rows]), ranked by their largest score, into `blocks` (int32 [rows, k_blocks]):
     ascending block ids, -1 padding, a block with no selectable score never taken, equal maxima to the
-    lower block; with keep_newest each row's last block first. `workspace`: uint8 of at least
+    lower block; with keep_newest each row's last block first. With next_n, lengths are per request
+    (int32 [B], rows = B * next_n), as DecodePlan's context_lens: row b * next_n + j sees lengths[b] -
+    next_n + j + 1 columns. `workspace`: uint8 of at least
     top_blocks_workspace_bytes(rows, width, block, dtype) bytes, else one kept per device and reused. The
     result is the candidates of sparse_paged_mqa_logits and DecodePlan's second level."""
     if workspace is None:
@@ -569,7 +571,8 @@ def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, k
         if workspace is None or workspace.numel() < need:
             workspace = torch.empty(_round_up(need, 1 << 16), dtype=torch.uint8, device=logits.device)
             _workspaces[key] = workspace
-    _ext.top_blocks(logits, lengths, block, blocks, workspace, stream=current_stream(stream), keep_newest=keep_newest)
+    _ext.top_blocks(logits, lengths, block, blocks, workspace, stream=current_stream(stream), keep_newest=keep_newest,
+                    next_n=next_n)
     return blocks
 
 

@@ -564,20 +564,22 @@ NB_MODULE(_flash_indexer, m) {
   m.def(
       "top_blocks",
       [](AnyArray logits, AnyArray lengths, int block, AnyArray blocks, AnyArray workspace, std::uintptr_t stream,
-         bool keep_newest) {
+         bool keep_newest, int next_n) {
         constexpr const char* op = "top_blocks";
         fi::TopBlocksOptions o;
         o.keep_newest = keep_newest;
+        o.next_n = next_n;
         const fi::TensorView lv = device_view(op, "logits", logits), nv = device_view(op, "lengths", lengths),
                              bv = device_view(op, "blocks", blocks), wv = device_view(op, "workspace", workspace);
         nb::gil_scoped_release release;
         fi::top_blocks(lv, nv, block, bv, wv, stream_of(stream), o);
       },
       nb::arg("logits"), nb::arg("lengths"), nb::arg("block"), nb::arg("blocks"), nb::arg("workspace"), nb::kw_only(),
-      nb::arg("stream"), nb::arg("keep_newest") = false,
+      nb::arg("stream"), nb::arg("keep_newest") = false, nb::arg("next_n") = 0,
       "Writes each row's best blocks of `block` columns by their largest score (int32 [rows, k_blocks], ascending "
       "block ids, -1 padding) into `blocks` on `stream` (the C++ top_blocks: two-level indexing's first level). "
-      "`workspace` is uint8 of at least top_blocks_workspace_bytes(rows, width, block, dtype) bytes.");
+      "`workspace` is uint8 of at least top_blocks_workspace_bytes(rows, width, block, dtype) bytes; with next_n the "
+      "lengths are per request (int32 [B], the MTP rule).");
   m.def(
       "top_blocks_workspace_bytes",
       [](std::int64_t rows, std::int64_t width, int block, const std::string& logits) {
