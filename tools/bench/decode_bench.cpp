@@ -84,7 +84,6 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
   check::DeviceBuffer candidates(o.two_level > 0 ? static_cast<std::size_t>(max_rows) * o.two_level * 4 : 16);
   std::vector<std::int32_t> host_candidates;
   check::DeviceBuffer read_xor(o.two_level > 0 ? static_cast<std::size_t>(sparse_read_warps()) * 4 : 16);
-  check::DeviceBuffer first_lengths(static_cast<std::size_t>(max_rows) * 4);  // the first level's row lengths
   std::vector<DecodeBenchRow> out;
   int drawn_batch = -1, drawn_length = -1;
   for (const DecodeShape& s : decode_shapes(o)) {
@@ -211,20 +210,14 @@ std::vector<DecodeBenchRow> run_decode_bench(check::GpuSession& gpu, const Decod
       const auto bv = TensorView::contiguous(published.data(), DType::i32, {rows, o.two_level});
       const auto bw =
           TensorView::contiguous(blocks_workspace.data(), DType::u8, {static_cast<std::int64_t>(blocks_workspace.bytes())});
-      const auto row_lengths = TensorView::contiguous(first_lengths.data(), DType::i32, {rows});
-      std::vector<std::int32_t> host_lengths;
-      for (std::int64_t row = 0; row < rows; ++row) {
-        const std::int64_t length = inputs->lengths()[static_cast<std::size_t>(row / s.next_n)];
-        host_lengths.push_back(static_cast<std::int32_t>(std::max<std::int64_t>(0, length - s.next_n + row % s.next_n + 1)));
-      }
-      first_lengths.upload(host_lengths.data(), host_lengths.size() * 4);
       TopBlocksOptions bo;
       bo.keep_newest = true;
+      if (lens.rank == 1) bo.next_n = s.next_n;  // the step's own context_lens
       r.first_level_us = time_graph(
                              gpu,
                              [&](CUstream st) {
                                paged_mqa_logits(q, kv, w, lens, table, logits, st, lo);
-                               top_blocks(logits, row_lengths, o.candidate_block, bv, bw, st, bo);
+                               top_blocks(logits, lens, o.candidate_block, bv, bw, st, bo);
                              },
                              o.replays)
                              .median_us;
