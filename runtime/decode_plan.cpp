@@ -12,6 +12,7 @@
 #include "driver.hpp"
 #include "flash_indexer/error.hpp"
 #include "flash_indexer/sparse_paged_mqa_logits.hpp"
+#include "flash_indexer/top_blocks.hpp"
 #include "kernel_registry.hpp"
 #include "paged_mqa_logits_call.hpp"
 #include "paged_mqa_logits_kernel.hpp"
@@ -270,6 +271,30 @@ void DecodePlan::release() noexcept {
 TensorView DecodePlan::logits(std::int64_t batch) const {
   return TensorView::contiguous(reinterpret_cast<void*>(memory_ + logits_offset_), tensor_dtype(config_.logits),
                                 {batch * config_.next_n, width_});
+}
+
+void DecodePlan::top_blocks(const TensorView& context_lens, int block, const TensorView& blocks, const TensorView& workspace,
+                            Stream stream, bool keep_newest) const {
+  constexpr std::string_view op = "DecodePlan::top_blocks";
+  if (memory_ == 0) throw ArgumentError(fmt::format("{}: the plan was moved from", op));
+  if (second_level(config_))
+    throw ArgumentError(fmt::format(
+        "{}: the plan has config.candidates = {}: its logits are the candidates' (the first level reads a full-context plan's)",
+        op, config_.candidates));
+  if (config_.dcp.ranks > 1)
+    throw ArgumentError(fmt::format("{}: the plan has config.dcp.ranks = {}: its logits are one rank's shard of each row", op,
+                                    config_.dcp.ranks));
+  TensorChecks bc(op, "blocks", blocks);
+  bc.rank({2});
+  const std::int64_t rows = blocks.shape[0];
+  if (rows % config_.next_n != 0 || rows / config_.next_n > config_.max_batch)
+    bc.fail(
+        fmt::format("[B * next_n, k_blocks] with next_n = {} and B <= config.max_batch = {}", config_.next_n, config_.max_batch),
+        bc.shape());
+  TopBlocksOptions o;
+  o.keep_newest = keep_newest;
+  o.next_n = context_lens.rank == 1 ? config_.next_n : 0;  // [B, next_n]: one length per row
+  flash_indexer::top_blocks(logits(rows / config_.next_n), context_lens, block, blocks, workspace, stream, o);
 }
 
 bool DecodePlan::one_pass() const { return one_pass_; }

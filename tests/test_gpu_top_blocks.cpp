@@ -10,8 +10,12 @@
 #include <limits>
 #include <random>
 
+#include "driver.hpp"
+#include "flash_indexer/decode_plan.hpp"
+#include "flash_indexer/error.hpp"
 #include "flash_indexer/reference.hpp"
 #include "flash_indexer/top_blocks.hpp"
+#include "logits_check.hpp"
 #include "test_support.hpp"
 
 using namespace flash_indexer;
@@ -114,4 +118,56 @@ TEST_CASE("gpu: top_blocks takes lengths per request with next_n, as DecodePlan'
     test::gpu_session().synchronize();
     REQUIRE(out.to_host<std::int32_t>(static_cast<std::size_t>(rows) * k) == want);
   }
+}
+
+TEST_CASE("gpu: DecodePlan::top_blocks publishes the first level of the plan's own step", "[gpu][plan][blocks]") {
+  // After run(): the blocks of the logits the run left in the plan, with its [B] context_lens and
+  // next_n, equal the reference over those logits read back; a second-level plan is refused.
+  test::require_gpu();
+  std::mt19937_64 rng(test::fresh_seed());
+  CUstream stream = test::gpu_session().stream();
+  DecodePlanConfig pc;
+  pc.max_batch = 3;
+  pc.next_n = 2;
+  pc.heads = 64;
+  pc.head_dim = 128;
+  pc.k = 512;
+  pc.logits = LogitsDType::f32;
+  pc.max_context = 9000;
+  const DecodePlan plan(pc);
+  ck::LogitsCase lc;
+  lc.config = {pc.next_n, pc.heads, pc.head_dim, 64, pc.histogram, pc.logits, {}};
+  lc.lengths = {9000, 1, 4321};
+  lc.lens_2d = false;
+  lc.exact_values = true;
+  lc.width = pc.max_context;
+  lc.seed = rng();
+  const ck::HostInputs in = ck::make_inputs(lc);
+  ck::DeviceInputs d = ck::upload(in, lc);
+  const ck::LogitsViews v = ck::views(d, in, lc);
+  const int batch = 3, rows = batch * pc.next_n, block = 8, k_blocks = 300;
+  ck::DeviceBuffer indices(static_cast<std::size_t>(rows) * pc.k * 4), blocks(static_cast<std::size_t>(rows) * k_blocks * 4);
+  ck::DeviceBuffer ws(top_blocks_workspace_bytes(rows, plan.width(), block, pc.logits));
+  blocks.fill(0x7d);
+  ws.fill(0x7d);
+  const TensorView bv = TensorView::contiguous(blocks.data(), DType::i32, {rows, k_blocks});
+  const TensorView wv = TensorView::contiguous(ws.data(), DType::u8, {static_cast<std::int64_t>(ws.bytes())});
+  plan.run(v.q, v.kv_cache, v.weights, v.context_lens, v.block_table,
+           TensorView::contiguous(indices.data(), DType::i32, {rows, pc.k}), stream);
+  plan.top_blocks(v.context_lens, block, bv, wv, stream);
+  test::gpu_session().synchronize();
+  std::vector<float> logits(static_cast<std::size_t>(rows) * plan.width());
+  driver::check(driver::api().cuMemcpyDtoH(logits.data(), reinterpret_cast<CUdeviceptr>(plan.logits(batch).data),
+                                           logits.size() * sizeof(float)),
+                "cuMemcpyDtoH");
+  std::vector<std::int64_t> row_lengths;
+  for (int r = 0; r < rows; ++r) row_lengths.push_back(lc.lengths[r / pc.next_n] - pc.next_n + r % pc.next_n + 1);
+  REQUIRE(blocks.to_host<std::int32_t>(static_cast<std::size_t>(rows) * k_blocks) ==
+          ref::top_blocks(logits, plan.width(), plan.width(), row_lengths, block, k_blocks, true));
+  // A second-level plan's logits are its candidates': refused before any launch.
+  DecodePlanConfig second = pc;
+  second.candidates = 64;
+  const DecodePlan sparse(second);
+  CHECK_THROWS_WITH(sparse.top_blocks(v.context_lens, block, bv, wv, stream),
+                    test::Contains("DecodePlan::top_blocks: the plan has config.candidates = 64"));
 }

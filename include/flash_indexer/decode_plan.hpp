@@ -111,6 +111,14 @@ class DecodePlan {
                         const TensorView& context_lens, const TensorView& block_table, const TensorView& candidates,
                         const TensorView& indices, Stream stream) const;
 
+  // The first level of two-level indexing over the logits of the last run() (docs/design/two-level.md):
+  // top_blocks() of logits(B) with that run's context_lens (the [B] form with config.next_n), writing
+  // each row's best blocks of `block` keys into `blocks` (int32 [B * next_n, k_blocks]); `workspace` as
+  // top_blocks() takes it, top_blocks_workspace_bytes(B * next_n, width(), block, config.logits) bytes.
+  // On the stream of that run, before the next one. A full-context plan without DCP only.
+  void top_blocks(const TensorView& context_lens, int block, const TensorView& blocks, const TensorView& workspace, Stream stream,
+                  bool keep_newest = true) const;
+
   const DecodePlanConfig& config() const { return config_; }
   std::int64_t width() const { return width_; }           // columns of the logits buffer
   std::size_t workspace_bytes() const { return bytes_; }  // device memory the plan works in (required_bytes)

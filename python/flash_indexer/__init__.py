@@ -230,6 +230,7 @@ class DecodePlan(_ext.DecodePlan):
             memory = _torch_buffer(lambda: _ext.DecodePlan.required_bytes(**config))
         super().__init__(**config, memory=memory)
         self.memory = memory  # the buffer lives as long as the plan (None: the plan's own allocation)
+        self._logits = config["logits"]
 
     @classmethod
     def from_preset(cls, name, *, max_batch, **options):
@@ -251,6 +252,17 @@ class DecodePlan(_ext.DecodePlan):
         super().run(_fp8_bytes(q), kv_cache, weights, context_lens, block_table, indices,
                     stream=current_stream(stream), q_scales=q_scales, candidates=candidates)
         return indices
+
+    def top_blocks(self, context_lens, block, blocks, *, keep_newest=True, stream=None, workspace=None):
+        """The first level of two-level indexing over the logits of the last run(), on its stream: each
+        row's best blocks of `block` keys (flash_indexer.top_blocks, with that run's context_lens) into
+        `blocks` (int32 [B * next_n, k_blocks]); returns `blocks`. A full-context plan without DCP only.
+        `workspace` as top_blocks takes it, else one kept per device and reused."""
+        if workspace is None:
+            workspace = _top_blocks_workspace(blocks.shape[0], self.width, block, self._logits, blocks.device)
+        super().top_blocks(context_lens, block, blocks, workspace, stream=current_stream(stream),
+                           keep_newest=keep_newest)
+        return blocks
 
 
 class DcpDecodePlan(_ext.DcpDecodePlan):
@@ -552,6 +564,19 @@ def topk_indices(logits, k, lengths, *, stream=None, sorted=False):
     return indices
 
 
+def _top_blocks_workspace(rows, width, block, dtype, device):
+    """A top_blocks workspace per device, grown on demand and reused, as _topk_workspace."""
+    import torch
+
+    need = top_blocks_workspace_bytes(rows, width, block, dtype)
+    key = f"top_blocks:{device}"
+    ws = _workspaces.get(key)
+    if ws is None or ws.numel() < need:
+        ws = torch.empty(_round_up(need, 1 << 16), dtype=torch.uint8, device=device)
+        _workspaces[key] = ws
+    return ws
+
+
 def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, keep_newest=False, next_n=0):
     """The first level of DeepSeek-V4.1's two-level indexing (docs/design/two-level.md): writes each row's
     best blocks of `block` columns of `logits` (float32 / float16 / bfloat16 [rows, width]) among its first
@@ -563,14 +588,8 @@ def top_blocks(logits, lengths, block, blocks, workspace=None, *, stream=None, k
     top_blocks_workspace_bytes(rows, width, block, dtype) bytes, else one kept per device and reused. The
     result is the candidates of sparse_paged_mqa_logits and DecodePlan's second level."""
     if workspace is None:
-        import torch
-
-        need = top_blocks_workspace_bytes(logits.shape[0], logits.shape[1], block, _dtype_name(logits.dtype))
-        key = f"top_blocks:{logits.device}"
-        workspace = _workspaces.get(key)
-        if workspace is None or workspace.numel() < need:
-            workspace = torch.empty(_round_up(need, 1 << 16), dtype=torch.uint8, device=logits.device)
-            _workspaces[key] = workspace
+        workspace = _top_blocks_workspace(logits.shape[0], logits.shape[1], block, _dtype_name(logits.dtype),
+                                          logits.device)
     _ext.top_blocks(logits, lengths, block, blocks, workspace, stream=current_stream(stream), keep_newest=keep_newest,
                     next_n=next_n)
     return blocks

@@ -722,6 +722,20 @@ NB_MODULE(_flash_indexer, m) {
           "Writes the top-k indices (int32 [B * next_n, k]) of one decode step on `stream`; an MXFP4 plan "
           "(kv='mxfp4') takes the packed query and its exponents (`q_scales`); a second-level plan "
           "(candidates > 0) takes each row's candidate blocks (`candidates`) and writes context positions.")
+      .def(
+          "top_blocks",
+          [](const fi::DecodePlan& plan, AnyArray context_lens, int block, AnyArray blocks, AnyArray workspace,
+             std::uintptr_t stream, bool keep_newest) {
+            constexpr const char* op = "DecodePlan.top_blocks";
+            const fi::TensorView lv = device_view(op, "context_lens", context_lens), bv = device_view(op, "blocks", blocks),
+                                 wv = device_view(op, "workspace", workspace);
+            nb::gil_scoped_release release;
+            plan.top_blocks(lv, block, bv, wv, stream_of(stream), keep_newest);
+          },
+          nb::arg("context_lens"), nb::arg("block"), nb::arg("blocks"), nb::arg("workspace"), nb::kw_only(), nb::arg("stream"),
+          nb::arg("keep_newest") = true,
+          "The first level of two-level indexing over the logits of the last run (the C++ DecodePlan::top_blocks): "
+          "each row's best blocks of `block` keys into `blocks` (int32 [B * next_n, k_blocks]).")
       .def_prop_ro("width", &fi::DecodePlan::width, "Columns of the plan's logits buffer.")
       .def_prop_ro("workspace_bytes", &fi::DecodePlan::workspace_bytes, "Device memory the plan holds.")
       .def_prop_ro("max_batch", [](const fi::DecodePlan& p) { return p.config().max_batch; })

@@ -328,6 +328,24 @@ def test_top_blocks_equal_the_reference_and_feed_the_second_level(keep_newest):
         assert np.array_equal(blocks.cpu().numpy(), want)
 
 
+def test_decode_plan_publishes_the_first_level_of_its_step():
+    # plan.top_blocks after plan.run: the reference's blocks of the reference logits, the MTP rule's lengths.
+    rng = np.random.default_rng()
+    B, n, H, D, k, block, k_blocks = 2, 2, 64, 128, 128, 8, 50
+    lengths = [1000, 300]
+    q, kv, weights, lens, table = make_paged_inputs(rng, B, n, H, D, lengths)
+    plan = fi.DecodePlan(max_batch=B, next_n=n, heads=H, head_dim=D, k=k, logits="float32", max_context=1024)
+    indices = torch.empty((B * n, k), dtype=torch.int32, device="cuda")
+    plan.run(to_cuda(q, torch.float8_e4m3fn), to_cuda(kv), to_cuda(weights), to_cuda(lens), to_cuda(table), indices)
+    blocks = torch.full((B * n, k_blocks), 12345, dtype=torch.int32, device="cuda")
+    plan.top_blocks(to_cuda(lens), block, blocks)
+    torch.cuda.synchronize()
+    want = fi.reference.paged_mqa_logits(q, kv, weights, lens, table, plan.width).astype(np.float32)
+    row_lengths = [lengths[r // n] - n + r % n + 1 for r in range(B * n)]
+    assert np.array_equal(blocks.cpu().numpy(),
+                          fi.reference.top_blocks(want, row_lengths, block, k_blocks, keep_newest=True))
+
+
 @pytest.mark.parametrize("pdl", [False, True])
 def test_decode_plan_replays_under_a_cuda_graph(pdl):
     rng = np.random.default_rng()
