@@ -13,6 +13,10 @@ Mirrored (written from reading the peers' tests; no code taken from them):
     older form); the relative difference 1 - 2 sum(xy) / sum(x^2 + y^2) over live positions below 1e-3
     against the unquantized inputs and below 5e-6 against the dequantized ones; -inf exactly at the
     masked positions with clean_logits; repeated calls bitwise equal.
+  - test_sparse_mqa_logits, paged form (get_paged_sparse_mqa_logits_metadata,
+    fp8_fp4_paged_sparse_mqa_logits): the MXFP4 cache in 512-byte-aligned pages, H 32, candidate rows
+    sorted and unique, padded with their last block, blocks of 8 and 16; bitwise the dense op's values
+    at every valid entry, repeated calls bitwise equal.
   - test_mqa_logits: seq_len 2048 and 4096 against seq_len_kv 4096 and 8192, H 64, D 128, float32
     and bfloat16 logits, causal windows and the zigzag context-parallel windows, with the same metric,
     mask and repeat checks.
@@ -30,7 +34,7 @@ Mirrored (written from reading the peers' tests; no code taken from them):
 Skipped, with the reason in each skip: head_dim 32 in the paged op (its kernels are built for D 64 and 128)
 and block_kv 32 (the cache block is 64 tokens, contract §2), both from DeepGEMM's SM100 grid (its SM90
 kernels take neither). Also mirrored from that grid: the varlen `indices` form. Not mirrored: DeepGEMM's
-MXFP4 / MXFP8 formats and weight dtypes of SM100 kernels, and the timing parts of both suites. The grids are subsampled (each subsample is named where the cases are
+MXFP8 format, its MXFP4 dense cases, the contiguous sparse form, and the timing parts of both suites. The grids are subsampled (each subsample is named where the cases are
 listed) to keep the module near a minute on an H100 once its kernels are in the kernel cache.
 """
 import collections
@@ -560,3 +564,80 @@ def test_top_k_per_row_decode_b_by_1_lengths_follow_the_mtp_rule():
     torch.cuda.synchronize()
     ends = (seq_lens - next_n + 1 + torch.arange(next_n, device="cuda")).clamp_min(0).reshape(-1)
     assert_exact_topk(logits, indices, torch.zeros_like(ends), ends, top_k)
+
+
+# DeepGEMM tests/test_attention.py, test_sparse_mqa_logits, paged form, with the MXFP4 cache (the one of its
+# formats built here): requests of 1-3 query tokens sharing a block-table row, each token one row (next_n
+# flattened, the lengths growing by one per token), pages of 64 keys with the page stride padded to a
+# multiple of 512 bytes, sorted unique candidates (all of a row's blocks where they fit, else a sample
+# mostly shared by consecutive tokens), padded with the last block; the sparse logits must equal the dense
+# op's bit for bit at every valid entry, and repeated calls their first bytes. Subsampled: num_max_sparse_blocks
+# 4, 8, 512, 2048 (not 1024, 4096), lengths 0, 1, 639-641 and 16K + 3, three repeats (not 30).
+@pytest.mark.parametrize("sparse_block_kv", [8, 16])
+@pytest.mark.parametrize("num_max_sparse_blocks", [4, 8, 512, 2048])
+def test_paged_sparse_mqa_logits_as_deepgemm_checks_them(num_max_sparse_blocks, sparse_block_kv):
+    gen = torch.Generator(device="cpu").manual_seed(1000 * num_max_sparse_blocks + sparse_block_kv)
+    heads, nmax, sbk = 32, num_max_sparse_blocks, sparse_block_kv
+    requests = [(0, 1), (1, 2), (639, 3), (640, 1), (641, 2), (16 * 1024 + 3, 3)]  # (length of the last token, tokens)
+    lengths, request_of = [], []
+    for i, (length, tokens) in enumerate(requests):
+        for t in range(tokens):
+            lengths.append(max(0, length - tokens + t + 1))
+            request_of.append(i)
+    rows = len(lengths)
+    pages_of = [-(-(length) // BLOCK) for length, _ in requests]
+    pool = torch.randperm(sum(pages_of) + 4, generator=gen)
+    table = torch.zeros((len(requests), max(pages_of) + 1), dtype=torch.int32)
+    at = 0
+    for i, pages in enumerate(pages_of):
+        table[i, :pages] = pool[at:at + pages]
+        at += pages
+    page_bytes = BLOCK * 68
+    stride = -(-page_bytes // 512) * 512
+    storage = torch.randint(0, 256, (pool.numel(), stride), dtype=torch.uint8, generator=gen)
+    storage[:, BLOCK * 64:page_bytes] = torch.randint(119, 130, (pool.numel(), BLOCK * 4), dtype=torch.uint8, generator=gen)
+    storage = storage.cuda()
+    cache = storage.as_strided((pool.numel(), BLOCK, 1, 68), (stride, 68, 68, 1))
+    q = torch.randint(0, 256, (rows, 1, heads, 64), dtype=torch.uint8, generator=gen).cuda()
+    q_sf = torch.randint(119, 130, (rows, 1, heads, 4), dtype=torch.uint8, generator=gen).view(torch.int32).reshape(
+        rows, 1, heads).cuda()
+    weights = torch.randn((rows, heads), generator=gen).to(torch.bfloat16).cuda()
+    row_table = table[request_of].cuda()
+    # Candidate rows: sorted, unique; consecutive tokens of a request keep most of the previous sample.
+    sparse = torch.zeros((rows, nmax), dtype=torch.int32)
+    previous = None
+    for r in range(rows):
+        blocks = -(-lengths[r] // sbk)
+        count = min(nmax, blocks)
+        if count == blocks:
+            chosen = torch.arange(blocks)
+        else:
+            keep = [] if previous is None or r == 0 or request_of[r] != request_of[r - 1] else \
+                [b for b in previous.tolist() if b < blocks][: count * 4 // 5]
+            rest = torch.tensor([b for b in torch.randperm(blocks, generator=gen).tolist() if b not in set(keep)])
+            chosen = torch.tensor(sorted(keep + rest[: count - len(keep)].tolist()), dtype=torch.int64)
+        sparse[r, :count] = chosen.to(torch.int32)
+        sparse[r, count:] = int(chosen[-1]) if count else 0
+        previous = chosen
+    lens = torch.tensor(lengths, dtype=torch.int32, device="cuda")
+    width = max(BLOCK, -(-max(lengths) // BLOCK) * BLOCK)
+    dense = fi.fp8_fp4_paged_mqa_logits((q, q_sf), cache, weights.float(), lens, row_table, None, width,
+                                        logits_dtype=torch.bfloat16).view(torch.int16).cpu()
+    meta = fi.get_paged_sparse_mqa_logits_metadata(lens, row_table, torch.tensor(request_of, dtype=torch.int32, device="cuda"),
+                                                   BLOCK, sparse.cuda(), torch.int8, sbk)
+    first = None
+    for _ in range(3):
+        got = fi.fp8_fp4_paged_sparse_mqa_logits((q.view(torch.int8), q_sf), cache, weights, meta, nmax, sbk)
+        torch.cuda.synchronize()
+        assert got.shape == (rows, nmax * sbk) and got.dtype == torch.bfloat16
+        bits = got.view(torch.int16).cpu()
+        if first is None:
+            first = bits
+        assert torch.equal(bits, first)
+    for r in range(rows):
+        count = min(nmax, -(-lengths[r] // sbk))
+        if count == 0:
+            continue
+        positions = (sparse[r, :count].long()[:, None] * sbk + torch.arange(sbk)).reshape(-1)
+        live = positions < lengths[r]
+        assert torch.equal(first[r, : count * sbk][live], dense[r, positions[live]]), r
