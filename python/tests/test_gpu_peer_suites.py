@@ -614,7 +614,8 @@ def test_paged_sparse_mqa_logits_as_deepgemm_checks_them(num_max_sparse_blocks, 
         else:
             keep = [] if previous is None or r == 0 or request_of[r] != request_of[r - 1] else \
                 [b for b in previous.tolist() if b < blocks][: count * 4 // 5]
-            rest = torch.tensor([b for b in torch.randperm(blocks, generator=gen).tolist() if b not in set(keep)])
+            kept = set(keep)
+            rest = torch.tensor([b for b in torch.randperm(blocks, generator=gen).tolist() if b not in kept])
             chosen = torch.tensor(sorted(keep + rest[: count - len(keep)].tolist()), dtype=torch.int64)
         sparse[r, :count] = chosen.to(torch.int32)
         sparse[r, count:] = int(chosen[-1]) if count else 0
