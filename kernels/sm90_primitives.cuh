@@ -1,10 +1,17 @@
 #pragma once
 // Hopper (sm_90a) building blocks, as thin PTX wrappers: mbarriers, TMA (cp.async.bulk.tensor) and
-// bulk copies that complete on them, and FP8 wgmma with shared-memory matrix descriptors.
+// bulk copies that complete on them, and FP8 wgmma with shared-memory matrix descriptors; and cp.async.
 #include "tensor_map.cuh"
 
 namespace flash_indexer {
 namespace kernels {
+
+// A 16-byte copy from global to shared memory that bypasses L1 (cp.async, sm_80 and later), shared by the
+// top-k tiles and the sparse gather's threads.
+__device__ __forceinline__ void cp_async16(unsigned int smem, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(global) : "memory");
+}
+
 namespace sm90 {
 
 __device__ __forceinline__ unsigned int smem_address(const void* p) {

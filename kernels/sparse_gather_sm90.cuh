@@ -110,9 +110,7 @@ __device__ __forceinline__ void sparse_copy_tile_threads(const PagedMqaLogitsPar
     if (c.x >= 0) {
       const unsigned char* src =
           p.kv_cache + static_cast<long long>(c.x) * p.kv_block_stride + ((c.y & 0xff) + row % kBlock) * 128 + chunk * 16;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sm90::smem_address(dst + swizzled_128b(row, chunk))),
-                   "l"(src)
-                   : "memory");
+      cp_async16(sm90::smem_address(dst + swizzled_128b(row, chunk)), src);
     }
   }
   if (gtid < 16) {
@@ -121,7 +119,7 @@ __device__ __forceinline__ void sparse_copy_tile_threads(const PagedMqaLogitsPar
     if (c.x >= 0) {
       const unsigned char* src =
           p.kv_cache + static_cast<long long>(c.x) * p.kv_block_stride + 64 * 128 + ((c.y & 0xff) + row % kBlock) * 4;
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sm90::smem_address(scales + row)), "l"(src) : "memory");
+      cp_async16(sm90::smem_address(scales + row), src);
     }
   }
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_address(full)) : "memory");

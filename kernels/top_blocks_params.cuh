@@ -13,7 +13,6 @@ struct TopBlocksParams {
   int* indices;             // [rows, k], contiguous: the top-k's output, which the newest phase completes
   long long logits_stride;  // elements
   long long maxima_stride;  // elements
-  int rows;
   int width;
   int block;        // keys per block, 1..kTopBlocksMaxBlock
   int k;            // k_blocks, 1..kMaxTopk

@@ -17,9 +17,6 @@ namespace kernels {
 constexpr int kStageVectors = kTopkStageBytes / 16;
 constexpr int kMaxLive = 8;                      // vectors per thread of a resident tile (4 stages)
 
-__device__ __forceinline__ void cp_async16(unsigned int smem, const void* global) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem), "l"(global) : "memory");
-}
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int kPending>
 __device__ __forceinline__ void cp_async_wait() {

@@ -125,7 +125,6 @@ void top_blocks(const TensorView& logits, const TensorView& lengths, int block, 
   p.indices = static_cast<int*>(blocks.data);
   p.logits_stride = rows > 1 ? logits.strides[0] : width;
   p.maxima_stride = l.maxima_stride;
-  p.rows = static_cast<int>(rows);
   p.width = static_cast<int>(width);
   p.block = block;
   p.k = static_cast<int>(k);
