@@ -138,23 +138,31 @@ __device__ void topk_register(const TopkParams& p, int block = 1, int keep_last 
     const int lane = t & 31, lanes = block / 4;  // lanes per block
     float* stage = reinterpret_cast<float*>(sm.hist[1]) + (t >> 5) * 128;
     const float* logits = reinterpret_cast<const float*>(row);
+    // The whole row asked of L2 at once: the loads below then wait on L2, not on DRAM, round by round.
+    for (int line = t; line < (columns + 31) / 32; line += kThreads)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(logits + 32 * line));
 #pragma unroll 1
     for (int v = 0; v < kVec; ++v) {
       const int first = (v * kThreads + (t & ~31)) * kPer * block;  // the warp's first column
-      constexpr int kBatch = 4;  // 16-byte loads in flight per lane
+      constexpr int kBatch = 4;  // 16-byte loads in flight per lane (8 spill at 64 registers)
 #pragma unroll 1
       for (int j0 = 0; j0 < block; j0 += kBatch) {
+        uint4 u[kBatch];
+        const unsigned int nan = float_bits(In::nan());
+#pragma unroll
+        for (int i = 0; i < kBatch; ++i) {  // predicated, all in flight together
+          const int c = first + (j0 + i) * 128 + 4 * lane;
+          u[i] = make_uint4(nan, nan, nan, nan);
+          if (j0 + i < block && c + 4 <= columns) u[i] = __ldg(reinterpret_cast<const uint4*>(logits + c));
+        }
         float m[kBatch];
 #pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
+        for (int i = 0; i < kBatch; ++i) {  // fmaxf ignores NaN
           const int c = first + (j0 + i) * 128 + 4 * lane;
-          m[i] = In::nan();
-          if (j0 + i < block && c + 4 <= columns) {
-            const uint4 u = __ldg(reinterpret_cast<const uint4*>(logits + c));
-            m[i] = fmaxf(fmaxf(float_from_bits(u.x), float_from_bits(u.y)), fmaxf(float_from_bits(u.z), float_from_bits(u.w)));
-          } else if (j0 + i < block && c < columns) {
-            for (int e = c; e < columns; ++e) m[i] = fmaxf(m[i], __ldg(logits + e));  // fmaxf ignores NaN
-          }
+          m[i] = fmaxf(fmaxf(float_from_bits(u[i].x), float_from_bits(u[i].y)),
+                       fmaxf(float_from_bits(u[i].z), float_from_bits(u[i].w)));
+          if (j0 + i < block && c < columns && c + 4 > columns)  // the row's last, partial vector
+            for (int e = c; e < columns; ++e) m[i] = fmaxf(m[i], __ldg(logits + e));
         }
 #pragma unroll
         for (int i = 0; i < kBatch; ++i) {
