@@ -1,7 +1,6 @@
 #pragma once
 // The first level of two-level indexing (docs/design/two-level.md, reference::top_blocks): the best
-// blocks of each row by their largest score. Its phases form, for the calls the register form
-// (topk_register.cuh, kBlocks) does not take: one kernel in two phases around a topk() call over the
+// blocks of each row by their largest score. One kernel in two phases around a topk() call over the
 // blocks' maxima, so that the selection keeps every rule of topk() (larger first, -0 equal to +0, equal
 // maxima to the lower block, NaN never, -1 padding, ascending order):
 //   maxima  a thread per block writes its largest live score in the logits' own dtype (an exact copy of

@@ -2,18 +2,8 @@
 // Kernel parameters of top_blocks (kernels/top_blocks.cuh), shared verbatim by the host launcher and the
 // device code (plain types only: compiled by both the host compiler and NVRTC).
 
-#include "topk_params.cuh"
-
 namespace flash_indexer {
 namespace kernels {
-
-// The register form (topk_register's kBlocks): the top-k's parameters over the logits themselves, with
-// lengths in columns and k = k_blocks.
-struct TopBlocksRegisterParams {
-  TopkParams topk;
-  int block;      // a power of two, 4..kTopBlocksRegisterMaxBlock
-  int keep_last;  // keep_newest
-};
 
 struct TopBlocksParams {
   const void* logits;       // [rows, width] FP32/FP16/BF16, row stride logits_stride
@@ -35,8 +25,6 @@ constexpr int kTopBlocksThreads = 256;
 constexpr int kTopBlocksMaxBlock = 1024;
 constexpr int kTopBlocksMaxima = 0;  // grid (ceil(maxima columns / threads), rows): a thread per block
 constexpr int kTopBlocksNewest = 1;  // grid (rows): a CTA per row, after the top-k
-// The register form: blocks up to a warp's 16-byte loads (32 lanes of 4 FP32 logits).
-constexpr int kTopBlocksRegisterMaxBlock = 128;
 
 }  // namespace kernels
 }  // namespace flash_indexer

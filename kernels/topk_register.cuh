@@ -87,15 +87,8 @@ __device__ __forceinline__ void set_vector_element(uint4& v, int e, float x) {
   word = float_bits(x);
 }
 
-// kBlocks: the first level of two-level indexing (top_blocks, docs/design/two-level.md) in the same
-// selector: element i of a row is the largest live logit of columns [i * block, (i + 1) * block), NaN
-// where there is none, so the row's maxima are never written to memory. The CTA reads the logits
-// coalesced (a lane's 16 bytes, its block's lanes reduced by shuffles) and each warp hands its maxima
-// over through the second digit buffer, which is zeroed only afterwards. With keep_last the row's last
-// block is left out of the selection of k - 1 and appended after the winners (it lies past all of
-// them, so the row stays ascending). block: a power of two, 4..128; the logits' rows 16-byte aligned.
-template <LogitsOut kIn, int kThreads, int kColumns, bool kBlocks = false>
-__device__ void topk_register(const TopkParams& p, int block = 1, int keep_last = 0) {
+template <LogitsOut kIn, int kThreads, int kColumns>
+__device__ void topk_register(const TopkParams& p) {
   await_previous_kernel();  // before this kernel's first global memory access
   static_assert(kThreads == 512 || kThreads == 1024, "threads");
   static_assert(kIn == LogitsOut::f32, "FP32 rows (16-bit ones stay on the resident selector)");
@@ -131,72 +124,20 @@ __device__ void topk_register(const TopkParams& p, int block = 1, int keep_last 
       }
     }
   };
-  // The maxima of the blocks of the CTA's elements (kBlocks), read once the length is known (a column
-  // past it must not count). Warp w's elements of vector v are 128 consecutive blocks, 128 * block
-  // columns: `block` coalesced 16-byte loads per lane.
-  auto load_blocks = [&](int columns) {
-    const int lane = t & 31, lanes = block / 4;  // lanes per block
-    float* stage = reinterpret_cast<float*>(sm.hist[1]) + (t >> 5) * 128;
-    const float* logits = reinterpret_cast<const float*>(row);
-    // The whole row asked of L2 at once: the loads below then wait on L2, not on DRAM, round by round.
-    for (int line = t; line < (columns + 31) / 32; line += kThreads)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(logits + 32 * line));
-#pragma unroll 1
-    for (int v = 0; v < kVec; ++v) {
-      const int first = (v * kThreads + (t & ~31)) * kPer * block;  // the warp's first column
-      constexpr int kBatch = 4;  // 16-byte loads in flight per lane (8 spill at 64 registers)
-#pragma unroll 1
-      for (int j0 = 0; j0 < block; j0 += kBatch) {
-        uint4 u[kBatch];
-        const unsigned int nan = float_bits(In::nan());
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {  // predicated, all in flight together
-          const int c = first + (j0 + i) * 128 + 4 * lane;
-          u[i] = make_uint4(nan, nan, nan, nan);
-          if (j0 + i < block && c + 4 <= columns) u[i] = __ldg(reinterpret_cast<const uint4*>(logits + c));
-        }
-        float m[kBatch];
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {  // fmaxf ignores NaN
-          const int c = first + (j0 + i) * 128 + 4 * lane;
-          m[i] = fmaxf(fmaxf(float_from_bits(u[i].x), float_from_bits(u[i].y)),
-                       fmaxf(float_from_bits(u[i].z), float_from_bits(u[i].w)));
-          if (j0 + i < block && c < columns && c + 4 > columns)  // the row's last, partial vector
-            for (int e = c; e < columns; ++e) m[i] = fmaxf(m[i], __ldg(logits + e));
-        }
-#pragma unroll
-        for (int i = 0; i < kBatch; ++i) {
-          for (int d = 1; d < lanes; d <<= 1) m[i] = fmaxf(m[i], __shfl_xor_sync(0xffffffffu, m[i], d));
-          if (j0 + i < block && lane % lanes == 0) stage[((j0 + i) * 128 + 4 * lane) / block] = m[i];
-        }
-      }
-      __syncwarp();
-      x[v] = reinterpret_cast<const uint4*>(stage)[lane];
-      __syncwarp();  // read before the next vector's maxima land
-    }
-  };
   int start = 0, from = 0;
-  if (!kBlocks && p.row_starts == nullptr) load(0);  // before the length arrives: the two latencies overlap
-  // Zeroed while the loads fly; the barrier below orders it before the counts. The block maxima's
-  // staging buffer is zeroed after the counts' barrier instead.
+  if (p.row_starts == nullptr) load(0);  // before the length arrives: the two latencies overlap
+  // Zeroed while the loads fly; the barrier below orders it before the counts.
 #pragma unroll
   for (int j = 0; j < kBinsPer / 4; ++j) {
     reinterpret_cast<uint4*>(sm.hist[0])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
-    if (!kBlocks) reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
+    reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
   }
   if (t < 2 * 64 / 4) reinterpret_cast<uint4*>(sm.groups)[t] = make_uint4(0, 0, 0, 0);
   // The bins' barrier before the length is used: it passes while the length and the row are in flight.
   const int entry = topk_length_entry(p, r);
   __syncthreads();
-  const int columns = topk_row_length(p, r, entry);
-  // kBlocks: the row's blocks, its elements the selection sees (all but the last with keep_last), and
-  // how many of the k slots the selection fills.
-  const int blocks = kBlocks ? (columns + block - 1) / block : columns;
-  const int appended = kBlocks && keep_last != 0 && blocks > 0 ? 1 : 0;
-  const int len = blocks - appended;
-  const int want = kBlocks ? p.k - (keep_last != 0 ? 1 : 0) : p.k;
-  if (kBlocks) load_blocks(columns);
-  if (!kBlocks && p.row_starts != nullptr) {
+  const int len = topk_row_length(p, r, entry);
+  if (p.row_starts != nullptr) {
     start = topk_row_start(p, r, len);
     from = aligned_start<kPer>(start);
     load(from);
@@ -235,13 +176,9 @@ __device__ void topk_register(const TopkParams& p, int block = 1, int keep_last 
 #pragma unroll
     for (int d = 1; d < kGroupThreads; d <<= 1) own += __shfl_xor_sync(0xffffffffu, own, d);
     if (t % kGroupThreads == 0) sm.groups[0][t / kGroupThreads] = static_cast<unsigned int>(own);
-    if (kBlocks) {  // every warp's staged maxima are read (the counts' barrier): the digit round's buffer
-#pragma unroll
-      for (int j = 0; j < kBinsPer / 4; ++j) reinterpret_cast<uint4*>(sm.hist[1])[kBinsPer / 4 * t + j] = make_uint4(0, 0, 0, 0);
-    }
   }
   __syncthreads();
-  const FoundBin f = find_in_groups(sm.hist[0], sm.groups[0], want);
+  const FoundBin f = find_in_groups(sm.hist[0], sm.groups[0], p.k);
   if (t == 0) {  // the row report, now: its values need no registers later
     int* out = p.report + static_cast<long long>(r) * kTopkReportInts;
     const bool found = f.bin < kTopkFineBins;
@@ -255,7 +192,7 @@ __device__ void topk_register(const TopkParams& p, int block = 1, int keep_last 
   // 2. The threshold bin as keys [lo, hi), narrowed by 12-bit digits while more keys are in it than
   // needed and it holds more than one key. Keys >= hi win; of [lo, hi), all (all_in) or the first
   // `need` by column (a single key).
-  ThresholdKeys th = threshold_keys_of_fine_bin<In>(f, want, kTopkFineBins);
+  ThresholdKeys th = threshold_keys_of_fine_bin<In>(f, p.k, kTopkFineBins);
   int round = 1;
 #pragma unroll 1
   while (th.count > th.need && th.hi - th.lo > 1) {
@@ -370,8 +307,7 @@ __device__ void topk_register(const TopkParams& p, int block = 1, int keep_last 
       }
     }
   }
-  if (appended != 0 && t == 0) indices[selected] = blocks - 1;
-  for (int i = selected + appended + t; i < k; i += kThreads) {
+  for (int i = selected + t; i < k; i += kThreads) {
     indices[i] = -1;
     if (values != nullptr) values[i] = negative_infinity();
   }

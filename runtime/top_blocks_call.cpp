@@ -1,6 +1,5 @@
-// The top_blocks call: argument checks, the workspace's layout, the choice of form and its launches
-// (the register form's one, or the phases kernel's maxima and newest block around a topk()); and the
-// public entry points.
+// The top_blocks call: argument checks, the workspace's layout, the three launches (kernels/top_blocks.cuh
+// for the maxima and the newest block, topk() between them); and the public entry points.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,9 +19,7 @@ namespace flash_indexer {
 namespace {
 
 struct ConfigHash {
-  std::size_t operator()(const TopBlocksConfig& c) const {
-    return static_cast<std::size_t>(c.logits) * 4 + (c.registers ? 2 : 0) + (c.wide ? 1 : 0);
-  }
+  std::size_t operator()(const TopBlocksConfig& c) const { return static_cast<std::size_t>(c.logits); }
 };
 
 KernelRegistry<TopBlocksConfig, ConfigHash>& registry() {
@@ -56,19 +53,6 @@ WorkspaceLayout workspace_layout(std::string_view op, std::int64_t rows, std::in
   l.maxima_offset = l.counts_offset + round_up(4 * std::max<std::int64_t>(rows, 1), 16);
   l.bytes = l.maxima_offset + rows * l.maxima_stride * static_cast<std::int64_t>(dtype_size(tensor_dtype(logits)));
   return l;
-}
-
-// Blocks per row the register form holds: 16 per thread, 512 threads (1024 in its wide form).
-constexpr std::int64_t kRegisterBlocks = static_cast<std::int64_t>(kernels::kTopkThreads) * kernels::kRegisterColumns;
-
-// The register form takes a call whose blocks it can read with a warp's 16-byte loads and whose rows
-// it holds: FP32 logits, 16-byte aligned rows, a power-of-two block of 4..128 columns, at most 16K
-// blocks a row, and at least one block to select besides the newest one.
-bool register_form(const TensorView& logits, std::int64_t rows, std::int64_t maxima_width, int block, std::int64_t k,
-                   bool keep_newest) {
-  const bool aligned = reinterpret_cast<std::uintptr_t>(logits.data) % 16 == 0 && (rows <= 1 || logits.strides[0] % 4 == 0);
-  return logits.dtype == DType::f32 && aligned && block >= 4 && block <= kernels::kTopBlocksRegisterMaxBlock &&
-         (block & (block - 1)) == 0 && maxima_width <= 2 * kRegisterBlocks && k > (keep_newest ? 1 : 0);
 }
 
 }  // namespace
@@ -122,7 +106,6 @@ void top_blocks(const TensorView& logits, const TensorView& lengths, int block, 
             std::to_string(workspace.numel()));
 
   auto* base = static_cast<unsigned char*>(workspace.data);
-
   const TensorView maxima =
       TensorView::contiguous(base + l.maxima_offset, logits.dtype, {rows, l.maxima_width}).with_strides({l.maxima_stride, 1});
   const TensorView counts = TensorView::contiguous(base + l.counts_offset, DType::i32, {rows});
@@ -131,28 +114,6 @@ void top_blocks(const TensorView& logits, const TensorView& lengths, int block, 
   to.sorted = true;
   const TopkCall topk_call = check_topk(op, maxima, counts, blocks, topk_workspace, to);
   if (rows == 0) return;
-
-  if (register_form(logits, rows, l.maxima_width, block, k, options.keep_newest)) {
-    const bool wide = l.maxima_width > kRegisterBlocks;
-    const LoadedKernel& kernel = loaded_kernel(op, {dtype, Arch{}, true, wide}, stream);
-    kernels::TopBlocksRegisterParams p{};
-    p.topk.logits = logits.data;
-    p.topk.lengths = static_cast<const int*>(lengths.data);
-    p.topk.indices = static_cast<int*>(blocks.data);
-    p.topk.report = reinterpret_cast<int*>(base);  // the top-k's workspace: its row reports
-    p.topk.logits_stride = rows > 1 ? logits.strides[0] : width;
-    p.topk.rows = static_cast<int>(rows);
-    p.topk.width = static_cast<int>(width);
-    p.topk.lengths_next_n = lengths.rank == 1 ? n : 0;
-    p.topk.k = static_cast<int>(k);
-    p.topk.sorted = 1;
-    p.topk.dcp_ranks = 1;
-    p.block = block;
-    p.keep_last = options.keep_newest ? 1 : 0;
-    void* args[] = {&p};
-    launch_kernel(kernel, static_cast<unsigned>(rows), 1, 1, stream, args);
-    return;
-  }
 
   const LoadedKernel& kernel = loaded_kernel(op, {dtype, Arch{}}, stream);
   const TopkLaunch topk_launch = prepare_topk(op, topk_call, stream);
@@ -185,8 +146,6 @@ void warm_top_blocks(LogitsDType logits) {
   fields.check_supported();
   current_or_primary_context("warm_top_blocks");
   loaded_kernel("warm_top_blocks", {logits, Arch{}}, nullptr);
-  if (logits == LogitsDType::f32)
-    for (bool wide : {false, true}) loaded_kernel("warm_top_blocks", {logits, Arch{}, true, wide}, nullptr);
   warm_topk(logits);
 }
 

@@ -121,13 +121,13 @@ TEST_CASE("topk keys round-trip and the catalog maps every key back to its spec"
         TopkConfig{LogitsDType::f32, Arch{8, 0, false}, 1, false, true, true});
   const auto specs = supported_kernel_specs(Arch{9, 0, true});
   // paged portable, paged sm90, paged MXFP4 (portable and sm90), top-k, prefill (mqa_logits
-  // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge (one per dtype), the first level's
-  // top blocks (one per dtype, and the FP32 register form's two), the four
+  // portable at D 32, 64, 128 and sm90 at D 64, 128), the top-k merge and the first level's top blocks
+  // (one per dtype each), the four
   // bench probes; not the opt-in one-pass decode step's (next_n 1..4 x H 32, 64 x FP8, MXFP4 x 3 dtypes x
   // the last-CTA and the spread form); the sparse logits (portable and sm90 x FP8, MXFP4 x H 32, 64 x blocks
   // of 8, 16 x histogram x 3 dtypes); the FP8 sparse decode step's (H 32, 64 x blocks of 8, 16 x 3 dtypes x
   // clusters of 1, 2, 4, 8), which an automatic plan takes
-  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 5 + 4 + 96 + 48);
+  CHECK(specs.size() == 288 + 192 + 48 + 60 + 53 + 54 + 36 + 3 + 3 + 4 + 96 + 48);
   CHECK(supported_sparse_paged_mqa_logits_configs(Arch{8, 6, false}).size() == 48);  // portable only
   CHECK(SparsePagedMqaLogitsConfig::parse_key("sparse_paged_mqa_logits.sm90.h32.d128.cb16.hist1.out-bf16.kv-mxfp4.sm_90a") ==
         SparsePagedMqaLogitsConfig{32, 128, 16, true, LogitsDType::bf16, KvFormat::mxfp4, Arch{9, 0, true},

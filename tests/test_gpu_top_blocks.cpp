@@ -1,7 +1,7 @@
-// GPU tests of top_blocks (the first level of two-level indexing) against reference::top_blocks, in both
-// of its forms: scores with ties, signed zeros, infinities and NaN in every logits dtype, blocks of 1 to
-// 128 columns (and one that is no power of two), lengths of 0, partial last blocks and full rows, rows with fewer blocks than
-// k, rows of one repeated score and of +inf only (where keep_newest must push out a selected block),
+// GPU tests of top_blocks (the first level of two-level indexing) against reference::top_blocks: scores
+// with ties, signed zeros, infinities and NaN in every logits dtype, blocks of 1 to 128 columns (and
+// one that is no power of two), lengths of 0, partial last blocks and full rows, rows with fewer blocks
+// than k, rows of one repeated score and of +inf only (where keep_newest must push out a selected block),
 // with and without keep_newest; lengths per row and per request (the MTP rule); outputs and workspace
 // poisoned before each call, every call twice for identical bytes.
 #include "catch_compat.hpp"
@@ -30,10 +30,8 @@ TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[
     std::int64_t width;
     int block, k;
   };
-  // FP32 takes the register form where the block is a power of two of 4..128, the rows are 16-byte
-  // aligned (stride w + 24) and hold at most 8K blocks (16K: its wide form; 100000 / 8), and keep_newest
-  // leaves a block to select; the phases kernel otherwise (block 1 or 3, 257 and 4001 columns, k 1 with
-  // keep_newest, 140000 / 8 = 17500 blocks), and for every FP16/BF16 shape.
+  // Rows of up to 17500 blocks (140000 / 8), blocks of 1 to 128 columns, rows that are not 16-byte
+  // aligned (257 and 4001 columns), k from 1 (with keep_newest: only the newest block) to 4096.
   const Shape shapes[] = {{40000, 8, 2048}, {40000, 16, 1024}, {3000, 8, 512},   {700, 1, 64},      {1000, 3, 5},
                           {5000, 64, 7},    {257, 8, 1},       {65536, 8, 4096}, {100000, 8, 2048}, {140000, 8, 1000},
                           {20000, 4, 300},  {9000, 128, 33},   {4001, 8, 64}};

@@ -39,11 +39,6 @@ TEST_CASE("top_blocks kernel keys parse back, and bad keys are named", "[blocks]
       CHECK(kernel_spec_for_key(c.key()).key == c.key());
     }
   CHECK(TopBlocksConfig{LogitsDType::f16, Arch{9, 0, true}}.key() == "top_blocks.in-f16.sm_90a");
-  CHECK(TopBlocksConfig{LogitsDType::f32, Arch{9, 0, true}, true, true}.key() == "top_blocks.registerwide.in-f32.sm_90a");
-  CHECK(TopBlocksConfig::parse_key("top_blocks.register.in-f32.sm_90a") ==
-        TopBlocksConfig{LogitsDType::f32, Arch{9, 0, true}, true});
-  CHECK_THROWS_WITH(TopBlocksConfig::parse_key("top_blocks.register.in-bf16.sm_90a"), Contains("register form takes f32"));
-  CHECK_THROWS_WITH(TopBlocksConfig::parse_key("top_blocks.wide.in-f32.sm_90a"), Contains("top_blocks.register[wide]"));
   CHECK_THROWS_WITH(TopBlocksConfig::parse_key("top_blocks.in-i32.sm_90a"), Contains("top_blocks.in-<f32|f16|bf16>"));
   CHECK_THROWS_WITH(TopBlocksConfig::parse_key("top_blocks.sm_90a"), Contains("top_blocks.in-<f32|f16|bf16>"));
   CHECK_THROWS_WITH(TopBlocksConfig::parse_key("top_blocks.in-f32.sm_75"), Contains("sm_80 or newer"));

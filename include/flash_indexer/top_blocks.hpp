@@ -19,18 +19,12 @@
 
 namespace flash_indexer {
 
-// Two forms. The phases kernel, one per dtype of the logits: the blocks' maxima into the workspace, a
-// topk() over them, and the newest block's place. The register form (FP32 logits, blocks of 4 to 128
-// columns, a power of two, at most 16K blocks a row): the register top-k selector reading the logits
-// and taking each block's maximum itself, one kernel and no maxima in memory; `wide` is its
-// 1024-thread form, for rows of more than 8K blocks. top_blocks() picks the form.
+// One kernel per dtype of the logits (both phases: the blocks' maxima, and the newest block's place).
 struct TopBlocksConfig {
   LogitsDType logits = LogitsDType::f32;
   Arch arch{9, 0, true};
-  bool registers = false;
-  bool wide = false;
 
-  std::string key() const;  // "top_blocks.in-f32.sm_90a", "top_blocks.register.in-f32.sm_90a", "top_blocks.registerwide..."
+  std::string key() const;  // "top_blocks.in-f32.sm_90a"
   static TopBlocksConfig parse_key(std::string_view key);
   void check_supported() const;
   friend bool operator==(const TopBlocksConfig&, const TopBlocksConfig&) = default;
@@ -58,16 +52,13 @@ std::size_t top_blocks_workspace_bytes(std::int64_t rows, std::int64_t width, in
 //   options.next_n = config.next_n for [B] lengths: the first level of the same step.
 //   blocks     int32 [rows, k_blocks], contiguous; 1 <= k_blocks <= 4096: the chosen block ids
 //   workspace  uint8, at least top_blocks_workspace_bytes(rows, width, block, dtype) bytes, 16-byte aligned
-// block: 1..1024 columns. Launches on `stream` without allocating, copying or synchronizing: one kernel
-// where the register form takes the call (FP32 logits with 16-byte aligned rows, a block of 4..128
-// columns that is a power of two, at most 16K blocks a row, k_blocks > 1 with keep_newest), else the
-// maxima, a topk() over them, and with keep_newest the newest block's place. Capturable once its
-// kernels are loaded (the first call per dtype compiles or reads the disk cache and must not be captured).
+// block: 1..1024 columns. Launches on `stream` (the maxima, a topk() over them, and with keep_newest the
+// newest block's place) without allocating, copying or synchronizing: capturable once its kernels are
+// loaded (the first call per dtype compiles or reads the disk cache and must not be captured).
 void top_blocks(const TensorView& logits, const TensorView& lengths, int block, const TensorView& blocks,
                 const TensorView& workspace, Stream stream, const TopBlocksOptions& options = {});
 
-// Loads (compiling on a cache miss) the kernels for `logits` in the current context (FP32: the register
-// forms too), and the top-k's.
+// Loads (compiling on a cache miss) the kernel for `logits` in the current context, and the top-k's.
 void warm_top_blocks(LogitsDType logits);
 
 }  // namespace flash_indexer
