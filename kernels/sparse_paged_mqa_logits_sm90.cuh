@@ -7,11 +7,12 @@
 // A row's candidates have no keys in common with another row's, so each query row is its own wgmma
 // tile of N = H columns. One CTA, one warpgroup, computes `tiles_per_cta` consecutive 64-column tiles of
 // one row (grid: CTA ranges x rows). Its threads first resolve every candidate of its range to the
-// cache block that holds it (block table) and its number of live positions; then thread 0 gathers each
-// tile into a ring stage, one copy per candidate (FP8: a TMA of candidate_block key rows, 128B-swizzled
-// like a whole block's, since a block of 8 or 16 rows starts on a swizzle atom, plus a bulk copy of
-// their scales; MXFP4: bulk copies of the packed rows and their exponents into the block layout the
-// full-context kernel's stage has), completing on the stage's mbarrier, kStages tiles ahead. Candidates
+// cache block that holds it (block table) and its number of live positions; then each tile is gathered
+// into a ring stage, kStages tiles ahead, completing on the stage's mbarrier. FP8: the 128 threads copy
+// the candidates' key rows and scales with 16-byte cp.async into the 128B-swizzled layout a whole
+// block's TMA writes (sparse_copy_tile_threads; one thread's TMA per candidate gathered 8-13 % slower at
+// B 8-128, docs/benchmarks/decode.md). MXFP4: thread 0's bulk copies of the packed rows and their
+// exponents into the block layout the full-context kernel's stage has. Candidates
 // that are masked or whose block id is invalid are never read; their columns are written from the
 // resolution alone. Several CTAs share an SM, so one CTA's epilogue overlaps another's copies and wgmma.
 #include "coarse_histogram.cuh"
@@ -60,8 +61,9 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   sparse_load_query<kHeads, kHeadDim, kMxfp4>(p, r, q_s, weight_s, tid, kSparseSm90Threads);
   if constexpr (kHistogram)
     for (int i = tid; i < kCoarseBins; i += kSparseSm90Threads) hist_s[i] = 0;
+  constexpr bool kThreadCopies = !kMxfp4;  // FP8: the 128 threads copy a tile (sparse_copy_tile_threads)
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) sm90::mbarrier_init(&full[s], 1);
+    for (int s = 0; s < kStages; ++s) sm90::mbarrier_init(&full[s], kThreadCopies ? kSparseSm90Threads : 1);
     sm90::fence_barrier_init();
   }
   sm90::fence_proxy_async();  // the query tile, read by the wgmma after the barrier
@@ -70,10 +72,13 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   // Tile t of the range into its stage, kStages tiles ahead.
   auto issue = [&](int t) {
     const int stage = t % kStages;
-    sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(params, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
-                                                &full[stage]);
+    if constexpr (kThreadCopies)
+      sparse_copy_tile_threads<kBlock>(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], tid);
+    else
+      sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(params, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
+                                                  &full[stage]);
   };
-  if (tid == 0)
+  if (kThreadCopies || tid == 0)
     for (int t = 0; t < min(tiles, kStages); ++t) issue(t);
 
   const int lane = tid % 32;
@@ -90,10 +95,11 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   for (int t = 0; t < tiles; ++t) {
     const int stage = t % kStages;
     sm90::mbarrier_wait(&full[stage], (t / kStages) & 1);
+    if constexpr (kThreadCopies) sm90::fence_proxy_async();  // the copies' writes, read by the wgmma
     const float scale = sparse_tile_scores<kHeads, kHeadDim, kMxfp4>(acc, k_s + stage * kStageBytes, scale_s + stage * 64, q_s,
                                                                      key0, quad, owned_key);
     __syncthreads();  // every thread is done with the stage: refill it
-    if (tid == 0 && t + kStages < tiles) issue(t + kStages);
+    if ((kThreadCopies || tid == 0) && t + kStages < tiles) issue(t + kStages);
     typename Tile::Owned sum;
     Tile::head_sums(acc, weights, quad, sum);
     if (Tile::owns(0, quad)) {
