@@ -31,7 +31,7 @@ TEST_CASE("gpu: top_blocks equals reference::top_blocks on adversarial rows", "[
     int block, k;
   };
   // Rows of up to 17500 blocks (140000 / 8), blocks of 1 to 128 columns, rows that are not 16-byte
-  // aligned (257 and 4001 columns), k from 1 (with keep_newest: only the newest block) to 4096.
+  // aligned (odd strides: 257 and 4001 columns), k from 1 (with keep_newest: only the newest block) to 4096.
   const Shape shapes[] = {{40000, 8, 2048}, {40000, 16, 1024}, {3000, 8, 512},   {700, 1, 64},      {1000, 3, 5},
                           {5000, 64, 7},    {257, 8, 1},       {65536, 8, 4096}, {100000, 8, 2048}, {140000, 8, 1000},
                           {20000, 4, 300},  {9000, 128, 33},   {4001, 8, 64}};
