@@ -79,10 +79,9 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   for (int i = tid; i < tiles * kPer; i += kThreads)
     cand_s[i] = sparse_candidate<kBlock>(sp, r, first_tile * kPer + i, row_length);
   sparse_load_query<kHeads, kHeadDim, kMxfp4>(p, r, q_s, weight_s, tid, kThreads);
-  // FP8: the warpgroup's 128 threads copy a tile (each arrives once its copies land); MXFP4: one thread.
-  constexpr bool kThreadCopies = !kMxfp4;
+  using Fill = SparseStageFill<kHeadDim, kBlock, kMxfp4>;
   if (tid == 0) {
-    for (int s = 0; s < kGroups * kRing; ++s) sm90::mbarrier_init(&full[s], kThreadCopies ? 128 : 1);
+    for (int s = 0; s < kGroups * kRing; ++s) sm90::mbarrier_init(&full[s], Fill::kArrivals);
     sm90::fence_barrier_init();
   }
   sm90::fence_proxy_async();  // the query tile, read by the wgmma after the barrier
@@ -92,13 +91,9 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   const int mine = tiles > group ? (tiles - group + kGroups - 1) / kGroups : 0;  // this warpgroup's tiles
   auto issue = [&](int i) {  // the warpgroup's i-th tile, tile group + i * kGroups of the segment
     const int t = group + i * kGroups, stage = group * kRing + i % kRing;
-    if constexpr (kThreadCopies)
-      sparse_copy_tile_threads<kBlock>(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], gtid);
-    else
-      sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(lp, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
-                                                  &full[stage]);
+    Fill::fill(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], gtid);
   };
-  if (kThreadCopies || gtid == 0)
+  if (Fill::fills(gtid))
     for (int i = 0; i < min(mine, kRing); ++i) issue(i);
 
   const int lane = gtid % 32;
@@ -115,11 +110,11 @@ __device__ void sparse_decode_step_sm90(const SparseDecodeStepParams& params) {
   for (int i = 0; i < mine; ++i) {
     const int stage = group * kRing + i % kRing;
     sm90::mbarrier_wait(&full[stage], (i / kRing) & 1);
-    if constexpr (kThreadCopies) sm90::fence_proxy_async();  // the copies' writes, read by the wgmma
+    if constexpr (Fill::kFenceAfterWait) sm90::fence_proxy_async();
     const float scale = sparse_tile_scores<kHeads, kHeadDim, kMxfp4>(acc, k_s + stage * kStageBytes, scale_s + stage * 64, q_s,
                                                                      key0, quad, owned_key);
     sm90::named_barrier_sync(1 + group, 128);  // the warpgroup is done with the stage: refill it
-    if ((kThreadCopies || gtid == 0) && i + kRing < mine) issue(i + kRing);
+    if (Fill::fills(gtid) && i + kRing < mine) issue(i + kRing);
     typename Tile::Owned sum;
     Tile::head_sums(acc, weights, quad, sum);
     if (Tile::owns(0, quad)) {

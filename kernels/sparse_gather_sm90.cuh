@@ -67,19 +67,17 @@ __device__ __forceinline__ void sparse_load_query(const PagedMqaLogitsParams& p,
   }
 }
 
-// One 64-column tile of gathered candidates: its kPer candidates (sparse_candidate) into a ring stage
-// (FP8: their key rows at dst, 128B-swizzled, and their scales at `scales`; MXFP4: the block layout of
-// kMxfp4BlockBytes at dst), one copy each, completing on `full` (at once where no candidate has an id).
-// One thread issues it.
-template <int kHeadDim, int kBlock, bool kMxfp4>
-__device__ __forceinline__ void sparse_issue_tile(const SparsePagedMqaLogitsSm90Params& params, const int2* candidates,
-                                                  unsigned char* dst, float* scales, unsigned long long* full) {
+// One 64-column MXFP4 tile of gathered candidates: its kPer candidates (sparse_candidate) into a ring
+// stage in the block layout of kMxfp4BlockBytes at dst, one bulk copy of key rows and one of exponents
+// each, completing on `full` (at once where no candidate has an id). One thread issues it.
+template <int kHeadDim, int kBlock>
+__device__ __forceinline__ void sparse_issue_tile_mxfp4(const PagedMqaLogitsParams& p, const int2* candidates, unsigned char* dst,
+                                                        unsigned long long* full) {
   constexpr int kPer = kSparseTile / kBlock;
-  const PagedMqaLogitsParams& p = params.s.p;
   unsigned int bytes = 0;
 #pragma unroll
   for (int i = 0; i < kPer; ++i)
-    if (candidates[i].x >= 0) bytes += kBlock * (kMxfp4 ? kHeadDim / 2 + 4 : kHeadDim + 4);
+    if (candidates[i].x >= 0) bytes += kBlock * (kHeadDim / 2 + 4);
   sm90::mbarrier_arrive_expect_tx(full, bytes);
 #pragma unroll
   for (int i = 0; i < kPer; ++i) {
@@ -87,19 +85,16 @@ __device__ __forceinline__ void sparse_issue_tile(const SparsePagedMqaLogitsSm90
     if (id < 0) continue;
     const int token = candidates[i].y & 0xff;
     const unsigned char* block = p.kv_cache + static_cast<long long>(id) * p.kv_block_stride;
-    if constexpr (kMxfp4) {
-      sm90::bulk_load(dst + i * kBlock * 64, block + token * 64, kBlock * 64, full);
-      sm90::bulk_load(dst + 64 * 64 + i * kBlock * 4, block + 64 * 64 + token * 4, kBlock * 4, full);
-    } else {
-      sm90::tma_load_3d(dst + i * kBlock * kHeadDim, &params.kv_map, full, 0, token, id);
-      sm90::bulk_load(scales + i * kBlock, block + 64 * kHeadDim + token * 4, kBlock * 4, full);
-    }
+    sm90::bulk_load(dst + i * kBlock * 64, block + token * 64, kBlock * 64, full);
+    sm90::bulk_load(dst + 64 * 64 + i * kBlock * 4, block + 64 * 64 + token * 4, kBlock * 4, full);
   }
 }
 
-// sparse_issue_tile's FP8 tile copied by a warpgroup's 128 threads (thread gtid): each key row's eight
-// 16-byte chunks by cp.async into the 128B-swizzled layout the TMA writes, the 64 scales by 16 threads;
-// each thread then arrives on `full` (initialised for 128 arrivals) once its copies have landed.
+// One 64-column FP8 tile of gathered candidates copied by a warpgroup's 128 threads (thread gtid): each
+// key row's eight 16-byte chunks by cp.async into the 128B-swizzled layout a whole block's TMA writes,
+// the 64 scales (to `scales`) by 16 threads; each thread then arrives on `full` (initialised for 128
+// arrivals) once its copies have landed. One thread's TMA per candidate gathered 8-13 % slower
+// (docs/benchmarks/decode.md).
 template <int kBlock>
 __device__ __forceinline__ void sparse_copy_tile_threads(const PagedMqaLogitsParams& p, const int2* candidates,
                                                          unsigned char* dst, float* scales, unsigned long long* full, int gtid) {
@@ -124,6 +119,22 @@ __device__ __forceinline__ void sparse_copy_tile_threads(const PagedMqaLogitsPar
   }
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(sm90::smem_address(full)) : "memory");
 }
+
+// How both sparse kernels fill a ring stage: FP8 by the warpgroup's 128 threads, MXFP4 by its thread 0.
+template <int kHeadDim, int kBlock, bool kMxfp4>
+struct SparseStageFill {
+  static constexpr unsigned int kArrivals = kMxfp4 ? 1 : 128;  // the stage mbarrier's count
+  // FP8's copies write through the generic proxy and the wgmma reads through the async one: a proxy
+  // fence after the wait. The bulk copies write through the async proxy already.
+  static constexpr bool kFenceAfterWait = !kMxfp4;
+  __device__ static bool fills(int gtid) { return !kMxfp4 || gtid == 0; }
+  // Called by the threads that fill(): the candidates' key rows (and FP8 scales) into the stage.
+  __device__ static void fill(const PagedMqaLogitsParams& p, const int2* candidates, unsigned char* stage, float* scales,
+                              unsigned long long* full, int gtid) {
+    if constexpr (kMxfp4) sparse_issue_tile_mxfp4<kHeadDim, kBlock>(p, candidates, stage, full);
+    else sparse_copy_tile_threads<kBlock>(p, candidates, stage, scales, full, gtid);
+  }
+};
 
 // The scores of a landed stage (one warpgroup; its thread holds keys key0 and key0 + 8): acc = K * Q^T,
 // and the scale of owned_key, the key whose head sum this thread keeps.

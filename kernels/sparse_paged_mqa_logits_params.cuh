@@ -3,7 +3,6 @@
 // of each query row over its candidate blocks only. Shared verbatim by the host launcher and the device
 // code (plain types only: compiled by both the host compiler and NVRTC).
 #include "paged_mqa_logits_params.cuh"
-#include "tensor_map.cuh"
 
 namespace flash_indexer {
 namespace kernels {
@@ -41,7 +40,6 @@ constexpr int kSparseSm90MaxTiles = 16;
 
 struct SparsePagedMqaLogitsSm90Params {
   SparsePagedMqaLogitsParams s;
-  TensorMap kv_map;  // FP8: uint8 {head_dim, 64 tokens, num_blocks}, box {head_dim, candidate_block, 1}, 128B swizzle
   int tiles_per_cta;
 };
 

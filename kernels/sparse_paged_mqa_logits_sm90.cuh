@@ -61,9 +61,10 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   sparse_load_query<kHeads, kHeadDim, kMxfp4>(p, r, q_s, weight_s, tid, kSparseSm90Threads);
   if constexpr (kHistogram)
     for (int i = tid; i < kCoarseBins; i += kSparseSm90Threads) hist_s[i] = 0;
-  constexpr bool kThreadCopies = !kMxfp4;  // FP8: the 128 threads copy a tile (sparse_copy_tile_threads)
+  using Fill = SparseStageFill<kHeadDim, kBlock, kMxfp4>;
+  static_assert(kSparseSm90Threads == 128, "one warpgroup fills a stage");
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) sm90::mbarrier_init(&full[s], kThreadCopies ? kSparseSm90Threads : 1);
+    for (int s = 0; s < kStages; ++s) sm90::mbarrier_init(&full[s], Fill::kArrivals);
     sm90::fence_barrier_init();
   }
   sm90::fence_proxy_async();  // the query tile, read by the wgmma after the barrier
@@ -72,13 +73,9 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   // Tile t of the range into its stage, kStages tiles ahead.
   auto issue = [&](int t) {
     const int stage = t % kStages;
-    if constexpr (kThreadCopies)
-      sparse_copy_tile_threads<kBlock>(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], tid);
-    else
-      sparse_issue_tile<kHeadDim, kBlock, kMxfp4>(params, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64,
-                                                  &full[stage]);
+    Fill::fill(p, cand_s + t * kPer, k_s + stage * kStageBytes, scale_s + stage * 64, &full[stage], tid);
   };
-  if (kThreadCopies || tid == 0)
+  if (Fill::fills(tid))
     for (int t = 0; t < min(tiles, kStages); ++t) issue(t);
 
   const int lane = tid % 32;
@@ -95,11 +92,11 @@ __device__ void sparse_paged_mqa_logits_sm90(const SparsePagedMqaLogitsSm90Param
   for (int t = 0; t < tiles; ++t) {
     const int stage = t % kStages;
     sm90::mbarrier_wait(&full[stage], (t / kStages) & 1);
-    if constexpr (kThreadCopies) sm90::fence_proxy_async();  // the copies' writes, read by the wgmma
+    if constexpr (Fill::kFenceAfterWait) sm90::fence_proxy_async();
     const float scale = sparse_tile_scores<kHeads, kHeadDim, kMxfp4>(acc, k_s + stage * kStageBytes, scale_s + stage * 64, q_s,
                                                                      key0, quad, owned_key);
     __syncthreads();  // every thread is done with the stage: refill it
-    if ((kThreadCopies || tid == 0) && t + kStages < tiles) issue(t + kStages);
+    if (Fill::fills(tid) && t + kStages < tiles) issue(t + kStages);
     typename Tile::Owned sum;
     Tile::head_sums(acc, weights, quad, sum);
     if (Tile::owns(0, quad)) {

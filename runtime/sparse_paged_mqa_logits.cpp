@@ -203,11 +203,7 @@ SparsePagedMqaLogitsCall check_sparse_paged_mqa_logits(std::string_view op, cons
 
 kernels::SparsePagedMqaLogitsSm90Params sparse_sm90_params(const SparsePagedMqaLogitsCall& call) {
   kernels::SparsePagedMqaLogitsSm90Params sp{};
-  sp.s = call.params;
-  // FP8: the 64 key rows of a block, one candidate's rows per TMA (MXFP4: bulk copies, no map).
-  if (call.config.kv == KvFormat::fp8)
-    encode_kv_cache_map(sp.kv_map, call.params.p, call.config.head_dim, 64, call.config.candidate_block,
-                        "sparse_paged_mqa_logits: kv_cache tensor map");
+  sp.s = call.params;  // no tensor map: FP8 tiles are copied by threads, MXFP4 ones by bulk copies
   return sp;
 }
 
