@@ -128,7 +128,8 @@ struct SparseStageFill {
   // fence after the wait. The bulk copies write through the async proxy already.
   static constexpr bool kFenceAfterWait = !kMxfp4;
   __device__ static bool fills(int gtid) { return !kMxfp4 || gtid == 0; }
-  // Called by the threads that fill(): the candidates' key rows (and FP8 scales) into the stage.
+  // Called by the threads for which fills() holds: the candidates' key rows (and FP8 scales) into the
+  // stage.
   __device__ static void fill(const PagedMqaLogitsParams& p, const int2* candidates, unsigned char* stage, float* scales,
                               unsigned long long* full, int gtid) {
     if constexpr (kMxfp4) sparse_issue_tile_mxfp4<kHeadDim, kBlock>(p, candidates, stage, full);
