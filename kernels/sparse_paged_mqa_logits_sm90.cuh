@@ -12,9 +12,8 @@
 // the candidates' key rows and scales with 16-byte cp.async into the 128B-swizzled layout a whole
 // block's TMA writes (sparse_copy_tile_threads; one thread's TMA per candidate gathered 8-13 % slower at
 // B 8-128, docs/benchmarks/decode.md). MXFP4: thread 0's bulk copies of the packed rows and their
-// exponents into the block layout the full-context kernel's stage has. Candidates
-// that are masked or whose block id is invalid are never read; their columns are written from the
-// resolution alone. Several CTAs share an SM, so one CTA's epilogue overlaps another's copies and wgmma.
+// exponents into the block layout the full-context kernel's stage has. Candidates that are masked or
+// whose block id is invalid are never read; their columns are written from the resolution alone. Several CTAs share an SM, so one CTA's epilogue overlaps another's copies and wgmma.
 #include "coarse_histogram.cuh"
 #include "grid_dependency.cuh"
 #include "sparse_gather_sm90.cuh"

@@ -25,8 +25,8 @@ SparsePagedMqaLogitsCall check_sparse_paged_mqa_logits(std::string_view op, cons
                                                        int candidate_block, const TensorView& logits,
                                                        const SparsePagedMqaLogitsOptions& options);
 
-// The sm90 kernels' parameters of a checked call: its own, with the FP8 cache's tensor map (tiles_per_cta
-// left 0 for the launch to set).
+// The sm90 kernels' parameters of a checked call: its own (no tensor map: both sm90 kernels copy the
+// candidates' tiles without one), tiles_per_cta left 0 for the launch to set.
 kernels::SparsePagedMqaLogitsSm90Params sparse_sm90_params(const SparsePagedMqaLogitsCall& call);
 
 }  // namespace flash_indexer
